@@ -7,6 +7,8 @@
 //! - stdout, byte for byte after normalization (below);
 //! - the exit code;
 //! - which steps ran (the execution headers, SPEC §8.3);
+//! - that every line the steps and fake tools wrote to stderr reaches this agent's stderr;
+//! - that nothing outside ROOT changes;
 //! - at every `file tree after:` point, the files under ROOT with their contents as far as the
 //!   transcript shows them: markers, history, check results, START/ALL_CHECKED, interrupt
 //!   markers, files the package put on the host, and the calls the fake `systemctl`, `service`
@@ -17,9 +19,9 @@
 //! scratch directory's paths are written `$ROOT` and `$WORKDIR`; in file contents, timestamps
 //! (ISO 8601 / RFC 3339 date-times and Unix epoch seconds) become `<TIME>`.
 //!
-//! Not compared: stderr (the legacy agent's tracebacks and `[err]` lines against this agent's
-//! structured diagnostics), log files under `/var/log` (format and naming per SPEC §8.10, pinned
-//! by the log tests), file modes and wall time.
+//! Not compared: the agent's own stderr lines (the legacy agent's tracebacks against this
+//! agent's structured diagnostics), log files under `/var/log` (format and naming per SPEC
+//! §8.10, pinned by the log tests), file modes and wall time.
 //!
 //! Every remaining difference must be sanctioned by a row of [`table::SANCTIONED`], which
 //! rewrites the legacy expectation into what the SPEC requires; anything else fails the test
@@ -52,6 +54,9 @@ pub struct ExpInvocation {
     pub title: String,
     pub mode: String,
     pub stdout: String,
+    /// Lines the steps and fake tools wrote to stderr (the legacy relay's `[err]<time> `
+    /// prefixes removed): each must appear in this agent's stderr.
+    pub step_stderr: Vec<String>,
     pub exit: i32,
 }
 
@@ -98,6 +103,7 @@ impl Expected {
                     title: inv.title.clone(),
                     mode: mode_of(inv),
                     stdout: inv.stdout.clone(),
+                    step_stderr: step_stderr_lines(&inv.stderr),
                     exit: inv.exit,
                 }),
                 Event::Tree(tree) => ExpTree {
@@ -170,6 +176,33 @@ impl From<ExpTree> for ExpEvent {
     fn from(t: ExpTree) -> Self {
         Self::Tree(t)
     }
+}
+
+/// The lines of a legacy stderr that steps and fake tools wrote: after removing the relay's
+/// `[err]<time> ` prefixes, the lines the transcripts' scripts print (`[<step>] …`, `fake …`).
+/// The agent's own lines (tracebacks, `WARNING:root:`) are not among them.
+fn step_stderr_lines(stderr: &str) -> Vec<String> {
+    let mut text = String::new();
+    let mut rest = stderr;
+    while let Some(k) = rest.find("[err]") {
+        text.push_str(&rest[..k]);
+        let after = &rest[k + 5..];
+        let n = datetime_len(after.as_bytes());
+        if n > 0 && after.as_bytes().get(n) == Some(&b' ') {
+            rest = &after[n + 1..];
+        } else {
+            text.push_str("[err]");
+            rest = after;
+        }
+    }
+    text.push_str(rest);
+    text.lines()
+        .filter(|l| {
+            (l.starts_with('[') && l.contains("] ") && !l.starts_with("[err]"))
+                || l.starts_with("fake ")
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The operator MODE of an invocation (first argument; empty when there is none).
@@ -663,13 +696,21 @@ fn line_diff(expected: &str, got: &str) -> String {
     out
 }
 
-fn compare_invocation(
-    t: &str,
-    exp: &ExpInvocation,
-    got: &str,
-    code: Option<i32>,
-    diffs: &mut Vec<String>,
-) {
+fn compare_invocation(t: &str, exp: &ExpInvocation, run: &Run, got: &str, diffs: &mut Vec<String>) {
+    let code = run.code();
+    let stderr = run.err();
+    let lost: Vec<&String> = exp
+        .step_stderr
+        .iter()
+        .filter(|l| !stderr.contains(l.as_str()))
+        .collect();
+    if !lost.is_empty() {
+        diffs.push(format!(
+            "{t}, invocation {} ({}): lines the steps wrote to stderr are missing from the \
+             agent's stderr: {lost:?}",
+            exp.number, exp.title
+        ));
+    }
     let what = format!("{t}, invocation {} ({})", exp.number, exp.title);
     if code != Some(exp.exit) {
         diffs.push(format!(
@@ -745,6 +786,8 @@ fn replay(name: &str) {
 
     let mut diffs = Vec::new();
     let mut invocations = t.invocations();
+    // The scratch directory outside ROOT (the agent's cwd; transcript 25's package source).
+    let outside_before = host.snapshot_outside();
     for e in &expected.events {
         match e {
             ExpEvent::Invocation(exp) => {
@@ -752,7 +795,16 @@ fn replay(name: &str) {
                 before_invocation(&t, inv, &host);
                 let run = run_invocation(inv, &host);
                 let got = normalize_stdout(&run.stdout, &host);
-                compare_invocation(name, exp, &got, run.code(), &mut diffs);
+                compare_invocation(name, exp, &run, &got, &mut diffs);
+                let outside = host.snapshot_outside();
+                let written = outside_before.diff(&outside);
+                if !written.is_empty() {
+                    diffs.push(format!(
+                        "{name}, invocation {}: the agent changed files outside ROOT:\n    {}",
+                        exp.number,
+                        written.join("\n    ")
+                    ));
+                }
             }
             ExpEvent::Tree(exp) => {
                 let got = table::ignore_agent_only(actual_tree(&host, &exp.files));
@@ -837,6 +889,23 @@ fn every_transcript_parses_into_invocations_and_listings() {
         let dir = tempfile::tempdir().unwrap();
         write_package(&t, dir.path());
     }
+    // The steps' stderr lines are found under the legacy relay's prefixes.
+    let stderr_of = |name: &str, n: u32| {
+        let mut e = Expected::from_legacy(&Transcript::load(name));
+        e.invocation(n).step_stderr.clone()
+    };
+    assert_eq!(
+        stderr_of("01-apply-fresh", 1),
+        ["[s1.sh] to stderr", "[s2.sh] to stderr"]
+    );
+    assert_eq!(
+        stderr_of("16-interrupt-service-restart-fails", 1),
+        ["fake systemctl: failing kubelet"]
+    );
+    assert_eq!(
+        stderr_of("07-returncodes-collapse", 1),
+        ["[rc3.sh] to stderr", "[rc3.sh] exiting 3"]
+    );
 }
 
 #[test]

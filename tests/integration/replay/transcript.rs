@@ -60,6 +60,7 @@ pub struct Invocation {
     /// Lines between the command and the stdout block (`(sent SIGTERM …)`, `(run inside: …)`).
     pub notes: Vec<String>,
     pub stdout: String,
+    pub stderr: String,
     pub exit: i32,
 }
 
@@ -199,8 +200,7 @@ fn parse_invocation(name: &str, header: &str, lines: &[&str], start: usize) -> (
         i += 1;
     }
     let (stdout, declared_out, next) = stream(lines, i, "----- stderr (");
-    // stderr is not compared (see the module documentation of the replay).
-    let (_stderr, _, next) = stream(lines, next, "----- exit code: ");
+    let (stderr, _, next) = stream(lines, next, "----- exit code: ");
     i = next;
     let exit: i32 = lines[i]["----- exit code: ".len()..]
         .split_whitespace()
@@ -232,6 +232,7 @@ fn parse_invocation(name: &str, header: &str, lines: &[&str], start: usize) -> (
             args,
             notes,
             stdout,
+            stderr,
             exit,
         },
         i + 1,
