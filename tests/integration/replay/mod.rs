@@ -106,7 +106,7 @@ impl Expected {
                     step_stderr: step_stderr_lines(&inv.stderr),
                     exit: inv.exit,
                 }),
-                Event::Tree(tree) => ExpTree {
+                Event::Tree(tree) => ExpEvent::Tree(ExpTree {
                     title: tree.title.clone(),
                     files: tree
                         .entries
@@ -123,8 +123,7 @@ impl Expected {
                             (p.clone(), content)
                         })
                         .collect(),
-                }
-                .into(),
+                }),
             })
             .collect();
         Self {
@@ -169,12 +168,6 @@ impl Expected {
             }
         }
         panic!("{name} has no tree listing after invocation {n}");
-    }
-}
-
-impl From<ExpTree> for ExpEvent {
-    fn from(t: ExpTree) -> Self {
-        Self::Tree(t)
     }
 }
 
@@ -500,7 +493,7 @@ const FAKE_TOOLS: &[(&str, &str)] = &[
          echo \"reboot $* (FAKE_REBOOT=${FAKE_REBOOT:-ok})\" >> /var/tmp/interrupt-calls.log\n\
          case \"${FAKE_REBOOT:-ok}\" in\n\
          fail) echo \"fake reboot: failing\" >&2; exit 1;;\n\
-         sigterm-parent) kill -TERM \"$PPID\"; sleep 5; exit 0;;\n\
+         sigterm-parent) kill -TERM \"$PPID\"; sleep 1; exit 0;;\n\
          esac\nexit 0\n",
     ),
 ];
@@ -596,8 +589,8 @@ fn run_invocation(inv: &Invocation, host: &FakeHost) -> Run {
     if !sigterm {
         return cmd.run();
     }
-    // "SIGTERM to the agent while s1.sh sleeps": once the step runs (a process chrooted into
-    // ROOT), send SIGTERM.
+    // "SIGTERM to the agent while s1.sh sleeps 3 s": once the step runs (a process chrooted
+    // into ROOT), send SIGTERM. (The legacy agent slept 1 s before each step, hence its 2.5 s.)
     let running = cmd.spawn();
     let deadline = Instant::now() + Duration::from_secs(30);
     while host.leftover_processes().is_empty() {
