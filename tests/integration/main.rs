@@ -44,6 +44,7 @@ mod logs;
 mod malformed;
 mod plugins;
 mod preflight;
+mod replay;
 mod results;
 mod security;
 mod signals;

@@ -1,0 +1,646 @@
+//! The sanctioned differences between this agent and the upstream Python agent, as observed by
+//! replaying the upstream transcripts: ONE table, [`SANCTIONED`]. Each row names what the legacy
+//! agent did, what this agent does instead, and the SPEC section or upstream change that
+//! requires it, and carries the rewrite that turns the legacy expectation into this agent's.
+//! `docs/compatibility.md` lists the same rows; a test keeps the two in step and fails on a row
+//! that no transcript needs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::{Expected, StepInfo, headers};
+use crate::util::{BOOT_ID, Banner, legacy_marker_name, native_marker_name};
+
+/// One sanctioned difference.
+pub struct Sanction {
+    /// Short identifier, also the anchor in docs/compatibility.md.
+    pub id: &'static str,
+    /// What the Python agent did.
+    pub legacy: &'static str,
+    /// What this agent does.
+    pub agent: &'static str,
+    /// The SPEC section or upstream change that sanctions it.
+    pub basis: &'static str,
+    /// Transcripts the row applies to (empty: all).
+    pub scope: &'static [&'static str],
+    /// Rewrites the legacy expectation into this agent's.
+    pub rewrite: fn(&mut Expected, &[StepInfo]),
+    /// State paths (ROOT-relative) only this agent writes; left out of the comparison.
+    pub agent_only: Option<fn(&str) -> bool>,
+}
+
+const STATE: &str = "var/lib/skyhook/sk1";
+const FLAGS: &str = "var/lib/skyhook/sk1/flags/pkg/1.0.0";
+const HISTORY: &str = "var/lib/skyhook/sk1/history/pkg.json";
+const INTERRUPT_FLAGS: &str = "var/lib/skyhook/sk1/interrupts/flags/abc_pkg_1.0.0";
+
+/// THE table.
+pub static SANCTIONED: &[Sanction] = &[
+    Sanction {
+        id: "relay-prefixes",
+        legacy: "prefixed every relayed line of step output with `[out]<local time> ` \
+                 (`[err]` on stderr), and left a dangling prefix after the last line",
+        agent: "relays the step's bytes unchanged",
+        basis: "SPEC §8.4 Output",
+        scope: &[],
+        rewrite: relay_prefixes,
+        agent_only: None,
+    },
+    Sanction {
+        id: "result-lines",
+        legacy: "printed `SUCEEDED: <step> <args>`, `FAILED: <step> <args> <code>` and \
+                 `INTERRUPT FAILED: [...] return_code: N` on stdout",
+        agent: "prints no result line; the result of each step is logged on stderr",
+        basis: "SPEC §8.4 (Go), §8.6",
+        scope: &[],
+        rewrite: result_lines,
+        agent_only: None,
+    },
+    Sanction {
+        id: "diagnostics-on-stderr",
+        legacy: "printed its own notes on stdout: `Skipping <step> because <flag> exists.`, \
+                 `Flag exists but … so running step`, `WARNING: <flag> exists … \
+                 OVERLAY_ALWAYS_RUN_STEP …`, `no existing history found …`, `Failed to load \
+                 existing history …`, `<step>: Expected environment variable did not exist: X`",
+        agent: "logs the same facts on stderr (skips, always-run warning, history warnings, the \
+                missing-variables error); stdout carries only the banner, headers, step output \
+                and interrupt commands",
+        basis: "SPEC §1.2, §2 (SKYHOOK_AGENT_LOG_FORMAT), §8.2, §8.5, §8.9",
+        scope: &[],
+        rewrite: diagnostics_on_stderr,
+        agent_only: None,
+    },
+    Sanction {
+        id: "marker-content",
+        legacy: "wrote `step_always_runs: True|False` (and a local time without zone) in step \
+                 markers",
+        agent: "writes `step_always_runs: true|false` (and UTC RFC 3339 with `Z`)",
+        basis: "SPEC §8.7 Content",
+        scope: &[],
+        rewrite: marker_content,
+        agent_only: None,
+    },
+    Sanction {
+        id: "native-markers",
+        legacy: "wrote only its own marker `<path>_<base64>` per completed step",
+        agent: "also writes the Go agent's `<base>-<sha256>.flag` beside it",
+        basis: "SPEC §8.7 (both markers)",
+        scope: &[],
+        rewrite: native_markers,
+        agent_only: None,
+    },
+    Sanction {
+        id: "history-format",
+        legacy: "wrote the history file as compact JSON with `+00:00` times and no final newline",
+        agent: "writes it 2-space indented with a final newline, times in UTC with `Z`",
+        basis: "SPEC §8.9",
+        scope: &[],
+        rewrite: history_format,
+        agent_only: None,
+    },
+    Sanction {
+        id: "agent-state",
+        legacy: "kept no results record and no lock files",
+        agent: "writes `STATE/results/<pkg>/<ver>/<MODE>.json` after every run and holds \
+                `STATE/locks/<pkg>.lock` / `STATE/locks/interrupt-<RID>.lock`; the upstream \
+                agents ignore both (contents pinned by the results and locking tests)",
+        basis: "SPEC §8.12, §11",
+        scope: &[],
+        rewrite: none,
+        agent_only: Some(agent_state),
+    },
+    Sanction {
+        id: "returncodes",
+        legacy: "collapsed every non-zero exit code to 1, so `rc3.sh` exiting 3 with \
+                 returncodes [0, 3] failed and `rc1.sh` exiting 7 with returncodes [1] succeeded",
+        agent: "judges the real exit code: rc3.sh succeeds (marker), then rc1.sh (exit 0, not in \
+                [1]) fails; the rerun skips rc3.sh; rc1.sh exiting 7 fails",
+        basis: "SPEC §8.6 (fix)",
+        scope: &["07-returncodes-collapse"],
+        rewrite: returncodes,
+        agent_only: None,
+    },
+    Sanction {
+        id: "corrupt-history-version",
+        legacy: "passed an empty PREVIOUS_VERSION to the first upgrade step after finding a \
+                 corrupt history (`unknown` to the next ones)",
+        agent: "treats a corrupt history as unknown for every step: `unknown`",
+        basis: "SPEC §8.9 (missing/empty/corrupt → `unknown`)",
+        scope: &["12-corrupt-history"],
+        rewrite: corrupt_history_version,
+        agent_only: None,
+    },
+    Sanction {
+        id: "unknown-mode",
+        legacy: "printed the banner, then warned and exited 0",
+        agent: "warns and exits 0 without a banner",
+        basis: "SPEC §1.1 (unknown MODE: no banner)",
+        scope: &["22-cli-forms-and-errors"],
+        rewrite: unknown_mode,
+        agent_only: None,
+    },
+    Sanction {
+        id: "validation-first",
+        legacy: "printed a partial banner and crashed (exit 1) on 0, 1 or 5 arguments and on a \
+                 missing or malformed SKYHOOK_RESOURCE_ID; with a relative copy_dir it wrote \
+                 START and failed the first step",
+        agent: "validates before printing or writing anything: a malformed command line is a \
+                usage error (exit 2), a bad resource ID exits 1; nothing on stdout, nothing on \
+                disk",
+        basis: "SPEC §1.1, §1.2, §3, §6 step 1",
+        scope: &["22-cli-forms-and-errors"],
+        rewrite: validation_first,
+        agent_only: None,
+    },
+    Sanction {
+        id: "on-host-false",
+        legacy: "ran `on_host: false` steps through its chroot helper like the others",
+        agent: "runs them without chroot from `<ROOT>COPY_DIR`: cwd, STEP_ROOT and SKYHOOK_DIR \
+                carry the ROOT prefix",
+        basis: "SPEC §8.4 (`on_host: false`)",
+        scope: &["30-step-environment-and-markers"],
+        rewrite: on_host_false,
+        agent_only: None,
+    },
+    Sanction {
+        id: "long-marker-name",
+        legacy: "crashed (`File name too long`, exit 1) writing the marker of a step whose \
+                 legacy marker name exceeds 255 bytes, after the step had run",
+        agent: "skips that legacy marker with a warning, writes the native one, exits 0",
+        basis: "SPEC §8.7 (legacy name over 255 bytes)",
+        scope: &["30-step-environment-and-markers"],
+        rewrite: long_marker_name,
+        agent_only: None,
+    },
+    Sanction {
+        id: "reboot-by-boot-id",
+        legacy: "marked `node_restart_0.complete` as soon as `reboot` exited 0 or its helper was \
+                 SIGTERMed (then exiting 1), and removed it when `reboot` failed",
+        agent: "keeps `node_restart_0.pending` (`boot-id:<id>`) and an attempts count until a \
+                run sees another boot ID: a `reboot` that returns without the host going down \
+                fails after 10 s and runs again next time; the agent's own SIGTERM during the \
+                reboot means shutdown (exit 0, message); a failed reboot leaves the pending \
+                marker, so the next run under the same boot ID runs it again",
+        basis: "SPEC §9.4, §9.6",
+        scope: &[
+            "17-interrupt-node-restart",
+            "18-interrupt-node-restart-sigterm",
+            "19-interrupt-node-restart-fails",
+        ],
+        rewrite: reboot_by_boot_id,
+        agent_only: None,
+    },
+    Sanction {
+        id: "banner-before-resolv",
+        legacy: "copied resolv.conf before printing the banner, so its crash on a root without \
+                 /etc printed nothing",
+        agent: "prints the banner, then stops with exit 1 (`<R>/etc is not a directory`)",
+        basis: "SPEC §6 steps 2–3",
+        scope: &["26-copy-resolv-and-write-logs"],
+        rewrite: banner_before_resolv,
+        agent_only: None,
+    },
+];
+
+/// Rows that apply to transcript `name`.
+fn rows_for(name: &str) -> impl Iterator<Item = &'static Sanction> + '_ {
+    SANCTIONED
+        .iter()
+        .filter(move |s| s.scope.is_empty() || s.scope.contains(&name))
+}
+
+/// The legacy expectation rewritten by every row in scope, in table order.
+pub fn apply_all(
+    t: &super::transcript::Transcript,
+    mut e: Expected,
+    steps: &[StepInfo],
+) -> Expected {
+    for row in rows_for(&t.name) {
+        (row.rewrite)(&mut e, steps);
+    }
+    e
+}
+
+/// `tree` without the paths only this agent writes.
+pub fn ignore_agent_only(
+    tree: BTreeMap<String, Option<String>>,
+) -> BTreeMap<String, Option<String>> {
+    tree.into_iter()
+        .filter(|(p, _)| !SANCTIONED.iter().filter_map(|s| s.agent_only).any(|f| f(p)))
+        .collect()
+}
+
+/// docs/compatibility.md shows exactly this table, and no row is stale: a row for every
+/// transcript changes some transcript's expectation, a scoped row changes each transcript of
+/// its scope (rows that only leave agent-only paths out are exempt).
+pub fn assert_rows_are_used_and_documented(transcripts: &[&str]) {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/compatibility.md"),
+    )
+    .expect("docs/compatibility.md");
+    let loaded: Vec<_> = transcripts
+        .iter()
+        .map(|n| super::transcript::Transcript::load(n))
+        .collect();
+    let table = markdown_table();
+    assert!(
+        doc.contains(&table),
+        "docs/compatibility.md must hold the table of sanctioned differences exactly as \
+         tests/integration/replay/table.rs has it:\n\n{table}"
+    );
+    for row in SANCTIONED {
+        for s in row.scope {
+            assert!(
+                transcripts.contains(s),
+                "row `{}`: unknown transcript {s}",
+                row.id
+            );
+        }
+        if row.agent_only.is_some() {
+            continue;
+        }
+        let changes = |t: &&super::transcript::Transcript| {
+            let steps = super::steps_of(&super::config_of(t));
+            // Apply the rows before this one, then see whether this one changes anything.
+            let mut e = Expected::from_legacy(t);
+            for earlier in rows_for(&t.name) {
+                if std::ptr::eq(earlier, row) {
+                    break;
+                }
+                (earlier.rewrite)(&mut e, &steps);
+            }
+            let before = e.clone();
+            (row.rewrite)(&mut e, &steps);
+            e != before
+        };
+        if row.scope.is_empty() {
+            assert!(
+                loaded.iter().any(|t| changes(&t)),
+                "row `{}` changes no transcript's expectation: remove it",
+                row.id
+            );
+        } else {
+            for t in loaded
+                .iter()
+                .filter(|t| row.scope.contains(&t.name.as_str()))
+            {
+                assert!(
+                    changes(&t),
+                    "row `{}` changes nothing in {}: take it out of the row's scope",
+                    row.id,
+                    t.name
+                );
+            }
+        }
+    }
+}
+
+/// The table as docs/compatibility.md shows it.
+pub fn markdown_table() -> String {
+    let cell = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('|', "\\|")
+    };
+    let mut out = String::from(
+        "| id | upstream Python agent | this agent | sanctioned by |\n|---|---|---|---|\n",
+    );
+    for row in SANCTIONED {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} |",
+            row.id,
+            cell(row.legacy),
+            cell(row.agent),
+            cell(row.basis)
+        );
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rewrites
+// ---------------------------------------------------------------------------------------------
+
+/// Remove every `[out]<time> ` the legacy relay inserted.
+fn relay_prefixes(e: &mut Expected, _: &[StepInfo]) {
+    for inv in e.invocations_mut() {
+        let mut out = String::new();
+        let mut rest = inv.stdout.as_str();
+        while let Some(k) = rest.find("[out]") {
+            out.push_str(&rest[..k]);
+            let after = &rest[k + 5..];
+            let n = super::datetime_len(after.as_bytes());
+            if n > 0 && after.as_bytes().get(n) == Some(&b' ') {
+                rest = &after[n + 1..];
+            } else {
+                out.push_str("[out]");
+                rest = after;
+            }
+        }
+        out.push_str(rest);
+        inv.stdout = out;
+    }
+}
+
+/// Remove the result lines; one printed after an unterminated line of step output ended that
+/// line, which the agent does with `\n` (SPEC §8.4 line framing).
+fn result_lines(e: &mut Expected, _: &[StepInfo]) {
+    for inv in e.invocations_mut() {
+        let mut out = String::new();
+        for line in inv.stdout.split_inclusive('\n') {
+            let cut = ["INTERRUPT FAILED: ", "SUCEEDED: ", "FAILED: "]
+                .iter()
+                .filter_map(|m| line.find(m))
+                .min();
+            match cut {
+                Some(0) => {}
+                Some(k) => {
+                    out.push_str(&line[..k]);
+                    out.push('\n');
+                }
+                None => out.push_str(line),
+            }
+        }
+        inv.stdout = out;
+    }
+}
+
+/// No rewrite (rows that only leave agent-only paths out).
+fn none(_: &mut Expected, _: &[StepInfo]) {}
+
+/// The legacy agent's own stdout notes, by how they start or end.
+fn is_legacy_note(line: &str) -> bool {
+    let l = line.trim_end_matches('\n');
+    (l.starts_with("Skipping ") && l.ends_with(" exists."))
+        || l.starts_with("Flag exists but ")
+        || (l.starts_with("WARNING: ") && l.contains("OVERLAY_ALWAYS_RUN_STEP"))
+        || l.starts_with("no existing history found for ")
+        || l.starts_with("Failed to load existing history, ")
+        || l.contains(": Expected environment variable did not exist: ")
+}
+
+fn diagnostics_on_stderr(e: &mut Expected, _: &[StepInfo]) {
+    for inv in e.invocations_mut() {
+        inv.stdout = inv
+            .stdout
+            .split_inclusive('\n')
+            .filter(|l| !is_legacy_note(l))
+            .collect();
+    }
+}
+
+fn is_step_marker(path: &str) -> bool {
+    path.starts_with(&format!("{FLAGS}/"))
+}
+
+fn marker_content(e: &mut Expected, _: &[StepInfo]) {
+    for tree in e.trees_mut() {
+        for (p, c) in &mut tree.files {
+            if let Some(c) = c.as_mut().filter(|_| is_step_marker(p)) {
+                *c = c
+                    .replace("step_always_runs: True", "step_always_runs: true")
+                    .replace("step_always_runs: False", "step_always_runs: false");
+            }
+        }
+    }
+}
+
+/// The native marker of `step`, relative to ROOT.
+fn native_marker(step: &StepInfo) -> String {
+    format!(
+        "{FLAGS}/{}",
+        native_marker_name(
+            &step.path,
+            &step.arguments,
+            &step.returncodes,
+            &step.env,
+            step.on_host
+        )
+    )
+}
+
+fn native_markers(e: &mut Expected, steps: &[StepInfo]) {
+    for tree in e.trees_mut() {
+        for step in steps {
+            let legacy = format!(
+                "{FLAGS}/{}",
+                legacy_marker_name(&step.path, &step.arguments, &step.returncodes)
+            );
+            if let Some(content) = tree.files.get(&legacy).cloned() {
+                tree.files.insert(native_marker(step), content);
+            }
+        }
+    }
+}
+
+fn history_format(e: &mut Expected, _: &[StepInfo]) {
+    for tree in e.trees_mut() {
+        let Some(Some(c)) = tree.files.get_mut(HISTORY) else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(c).expect("legacy history parses");
+        let entries: Vec<String> = v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| {
+                format!(
+                    "    {{\n      \"version\": {},\n      \"time\": {}\n    }}",
+                    h["version"], h["time"]
+                )
+            })
+            .collect();
+        *c = format!(
+            "{{\n  \"current-version\": {},\n  \"history\": [\n{}\n  ]\n}}\n",
+            v["current-version"],
+            entries.join(",\n")
+        );
+    }
+}
+
+fn agent_state(path: &str) -> bool {
+    path.starts_with(&format!("{STATE}/results/")) || path.starts_with(&format!("{STATE}/locks/"))
+}
+
+/// The lines of `stdout` from the header of `path` up to the next header (or the end).
+fn step_block(stdout: &str, mode: &str, path: &str) -> String {
+    let heads = headers(stdout, mode);
+    let head = heads
+        .iter()
+        .find(|h| h.starts_with(&format!("{mode} {path} ")))
+        .unwrap_or_else(|| panic!("no header of {path}"));
+    let start = stdout.find(head.as_str()).unwrap();
+    let rest = &stdout[start + head.len() + 1..];
+    let end = heads
+        .iter()
+        .filter_map(|h| rest.find(h.as_str()))
+        .min()
+        .unwrap_or(rest.len());
+    stdout[start..start + head.len() + 1 + end].to_owned()
+}
+
+fn returncodes(e: &mut Expected, steps: &[StepInfo]) {
+    let rc1 = {
+        let inv2 = e.invocation(2);
+        step_block(&inv2.stdout, "apply", "rc1.sh")
+    };
+    // 1: rc3.sh exits 3, in [0, 3]: success; rc1.sh then exits 0, not in [1]: failure.
+    let inv1 = e.invocation(1);
+    inv1.stdout.push_str(&rc1);
+    inv1.exit = 1;
+    // 2: rc3.sh is complete (marker from 1) and skipped; rc1.sh exits 1, in [1]: success.
+    let inv2 = e.invocation(2);
+    let rc3 = step_block(&inv2.stdout, "apply", "rc3.sh");
+    inv2.stdout = inv2.stdout.replacen(&rc3, "", 1);
+    inv2.step_stderr.retain(|l| !l.starts_with("[rc3.sh] "));
+    // 3 (markers removed): rc3.sh succeeds; rc1.sh exits 7, not in [1]: failure, no marker.
+    e.invocation(3).exit = 1;
+    let rc1_step = steps.iter().find(|s| s.path == "rc1.sh").expect("rc1.sh");
+    let tree = e.tree_after(3);
+    tree.files.remove(&format!(
+        "{FLAGS}/{}",
+        legacy_marker_name("rc1.sh", &rc1_step.arguments, &rc1_step.returncodes)
+    ));
+    tree.files.remove(&native_marker(rc1_step));
+}
+
+fn corrupt_history_version(e: &mut Expected, _: &[StepInfo]) {
+    let inv = e.invocation(1);
+    inv.stdout = inv
+        .stdout
+        .replacen("PREVIOUS_VERSION=\n", "PREVIOUS_VERSION=unknown\n", 1);
+}
+
+fn unknown_mode(e: &mut Expected, _: &[StepInfo]) {
+    for inv in e.invocations_mut() {
+        if inv.mode == "bogus" || inv.mode == "APPLY" {
+            inv.stdout.clear();
+        }
+    }
+}
+
+fn validation_first(e: &mut Expected, _: &[StepInfo]) {
+    for inv in e.invocations_mut() {
+        match inv.number {
+            // 0 or 1 argument, 5 arguments, a relative COPY_DIR: usage errors.
+            1 | 2 | 3 | 8 => {
+                inv.stdout.clear();
+                inv.exit = 2;
+            }
+            // SKYHOOK_RESOURCE_ID missing or without `_PACKAGE_VERSION`.
+            6 | 7 => inv.stdout.clear(),
+            _ => {}
+        }
+    }
+    // Nothing written: START came from invocation 8.
+    for tree in e.trees_mut() {
+        tree.files.remove(&format!("{STATE}/flags/START"));
+    }
+}
+
+fn on_host_false(e: &mut Expected, _: &[StepInfo]) {
+    let inv = e.invocation(1);
+    let block = step_block(&inv.stdout, "apply", "envdump.sh");
+    let prefixed: String = block
+        .split_inclusive('\n')
+        .map(|l| {
+            for var in ["PWD=", "SKYHOOK_DIR=", "STEP_ROOT="] {
+                if let Some(v) = l.strip_prefix(var) {
+                    return format!("{var}$ROOT{v}");
+                }
+            }
+            l.to_owned()
+        })
+        .collect();
+    inv.stdout = inv.stdout.replacen(&block, &prefixed, 1);
+}
+
+fn long_marker_name(e: &mut Expected, steps: &[StepInfo]) {
+    e.invocation(1).exit = 0;
+    let long = steps
+        .iter()
+        .find(|s| {
+            legacy_marker_name(&s.path, &s.arguments, &s.returncodes)
+                .split('/')
+                .any(|c| c.len() > 255)
+        })
+        .expect("a step with a long legacy marker name");
+    let tree = e.tree_after(1);
+    tree.files.insert(
+        native_marker(long),
+        Some("last_run: <TIME>\nstep_always_runs: false".to_owned()),
+    );
+}
+
+fn reboot_by_boot_id(e: &mut Expected, _: &[StepInfo]) {
+    let complete = format!("{INTERRUPT_FLAGS}/node_restart_0.complete");
+    let pending = format!("{INTERRUPT_FLAGS}/node_restart_0.pending");
+    let attempts = format!("{INTERRUPT_FLAGS}/node_restart_0.attempts");
+    let pending_content = Some(format!("boot-id:{BOOT_ID}\n"));
+    let attempts_content = |n: u32| Some(format!("boot-id:{BOOT_ID}\nattempts:{n}\n"));
+    let calls = "var/tmp/interrupt-calls.log";
+    match e.transcript.as_str() {
+        "17-interrupt-node-restart" => {
+            // 1: reboot exits 0 but the host stays up: failure after the wait.
+            e.invocation(1).exit = 1;
+            // 2: same boot ID: the reboot runs again (and fails the same way).
+            let inv = e.invocation(2);
+            inv.stdout = inv.stdout.replacen(
+                "Skipping interrupt node_restart_0 because it was already run for abc_pkg_1.0.0\n",
+                "reboot\nfake reboot: pretending to reboot\n",
+                1,
+            );
+            inv.exit = 1;
+            let tree = e.tree_after(2);
+            tree.files.remove(&complete);
+            tree.files.insert(pending, pending_content);
+            tree.files.insert(attempts, attempts_content(2));
+            if let Some(Some(c)) = tree.files.get_mut(calls) {
+                *c = c.repeat(2);
+            }
+        }
+        "18-interrupt-node-restart-sigterm" => {
+            // The shutdown's SIGTERM reaches the agent while reboot runs.
+            let inv = e.invocation(1);
+            inv.exit = 0;
+            inv.stdout.push_str(
+                "shutdown in progress; the reboot will be confirmed by boot ID on the next run\n",
+            );
+            let tree = e.tree_after(1);
+            tree.files.remove(&complete);
+            tree.files.insert(pending, pending_content);
+            tree.files.insert(attempts, attempts_content(1));
+        }
+        "19-interrupt-node-restart-fails" => {
+            let tree = e.tree_after(1);
+            tree.files.insert(pending, pending_content);
+            tree.files.insert(attempts, attempts_content(1));
+        }
+        other => panic!("reboot-by-boot-id does not cover {other}"),
+    }
+}
+
+fn banner_before_resolv(e: &mut Expected, _: &[StepInfo]) {
+    // Invocation 3's environment: the base one with COPY_RESOLV=true.
+    let banner = Banner {
+        mode: "apply".to_owned(),
+        root_mount: "$ROOT".to_owned(),
+        copy_dir: "/var/lib/skyhook/sk1/pkg-1.0.0-uid1-1".to_owned(),
+        interrupt_data: None,
+        always_run_step: false,
+        copy_resolv: true,
+        overlay_always_run_step: false,
+        resource_id: "abc_pkg_1.0.0".to_owned(),
+        data_dir: "/skyhook-package".to_owned(),
+        root_dir: "/var/lib/skyhook/sk1".to_owned(),
+        log_dir: "/var/log/skyhook/sk1".to_owned(),
+        buffer_limit: "8192".to_owned(),
+        write_logs: true,
+        package: "pkg".to_owned(),
+        version: "1.0.0".to_owned(),
+    }
+    .render();
+    e.invocation(3).stdout = banner;
+}
