@@ -53,7 +53,7 @@ const EXIT_USAGE: u8 = 2;
 pub fn main(args: Vec<OsString>) -> ExitCode {
     // SPEC §9.5: two kinds with one wire name would make decoding ambiguous.
     if let Err(e) = agent_core::registry::check_unique() {
-        eprintln!("agent: {e}");
+        eprint_out(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }
     if args
@@ -66,7 +66,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let request = match request::parse(args) {
         Ok(r) => r,
         Err(e) => {
-            eprint!("agent: {e}\n\n{USAGE}");
+            eprint_out(&format!("agent: {e}\n\n{USAGE}"));
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -96,12 +96,17 @@ fn println_out(text: &str) {
     Output::process().print(text);
 }
 
+/// `eprint!` that never panics: SPEC §10, a closed stderr must not stop the agent.
+pub(crate) fn eprint_out(text: &str) {
+    Output::process().eprint(text);
+}
+
 /// An operator invocation: a stage MODE (known or not) or `interrupt`.
 fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> ExitCode {
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("agent execution failed: {e}");
+            eprint_out(&format!("agent execution failed: {e}\n"));
             return ExitCode::from(EXIT_FAILED);
         }
     };
@@ -170,12 +175,12 @@ fn run_operator(
         .context("starting the async runtime")?;
     tokio.block_on(async {
         let cancel = signals::install()?;
-        let exec = execution::Config {
+        let mut exec = execution::Config {
             output,
             cancel,
             stop_grace: rt.stop_grace,
             timeout: rt.step_timeout,
-            runner: std::sync::Arc::new(execution::ProcessRunner),
+            runner: std::sync::Arc::new(execution::ProcessRunner::default()),
         };
         let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let Some(mode) = stage_mode else {
@@ -203,13 +208,14 @@ fn run_operator(
         }
         // SPEC §11: one stage of a package at a time on this host. Taken once the input is
         // known good: bad input writes nothing, not even a lock file.
-        let _lock = locks::acquire(
+        let lock = locks::acquire(
             &fs,
             &locks::package_lock_path(&rt.state_dir, &config.package_name),
             interrupts::read_boot_id(&fs).ok().as_deref(),
             &exec.cancel,
         )
         .await?;
+        exec.runner = runner_for(&lock);
         if !mode.is_uninstall() {
             preflight::overlay_root_dir(root, &copy_dir)
                 .context("overlaying root_dir onto the host")?;
@@ -271,13 +277,17 @@ async fn run_interrupt(
     }
     let output = exec.output.clone();
     // SPEC §11: one run of an interrupt resource at a time on this host.
-    let _lock = locks::acquire(
+    let lock = locks::acquire(
         &fs,
         &locks::interrupt_lock_path(&rt.state_dir, &rid.id),
         interrupts::read_boot_id(&fs).ok().as_deref(),
         &exec.cancel,
     )
     .await?;
+    let exec = execution::Config {
+        runner: runner_for(&lock),
+        ..exec
+    };
     let settings = InterruptSettings {
         fs,
         exec,
@@ -325,14 +335,28 @@ async fn run_interrupt(
     }
 }
 
+/// The process runner for a run holding `lock`: it records each operation's process group
+/// in the lock file, so that the next run can wait for one a killed agent left running
+/// (SPEC §10).
+fn runner_for(lock: &locks::Lock) -> std::sync::Arc<dyn execution::Runner> {
+    std::sync::Arc::new(match lock.group_recorder() {
+        Some(recorder) => execution::ProcessRunner::recording(recorder),
+        None => execution::ProcessRunner::default(),
+    })
+}
+
 /// Legacy node-specific files merged into the package data (SPEC §6.4).
 const NODE_FILES: &str = "/etc/nvidia-bootstrap/node-files";
 
 fn init_logging(rt: &Runtime) {
     let filter = tracing_subscriber::EnvFilter::try_new(&rt.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // SPEC §10: a closed stderr must neither panic nor stop the run; the writer drops what
+    // it cannot write, and the subscriber must not report that on the same stderr.
+    let stderr = Output::process().stderr;
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(move || execution::LossyWriter(stderr.clone()))
+        .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)
         .with_env_filter(filter);

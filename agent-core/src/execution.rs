@@ -4,21 +4,23 @@
 
 mod relay;
 
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::watch;
+use tracing::warn;
 
 /// Did an operation satisfy its execution policy?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,27 +42,75 @@ pub trait Sink: Send + Sync {
 
 /// An unbuffered file descriptor (the agent's own stdout or stderr): step output is relayed
 /// as it arrives, never held back waiting for a newline.
-#[derive(Debug, Clone, Copy)]
-pub struct FdSink(pub RawFd);
+///
+/// SPEC §10: once the reader has gone (`EPIPE`, e.g. `agent … | head -1`), the stream is
+/// closed for good: nothing more is written to it and the agent carries on with its work.
+#[derive(Debug)]
+pub struct FdSink {
+    fd: RawFd,
+    closed: AtomicBool,
+}
+
+impl FdSink {
+    /// A sink writing to `fd`, which must stay open for the life of the sink.
+    pub const fn new(fd: RawFd) -> Self {
+        Self {
+            fd,
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the reader went away (a write failed with `EPIPE`).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
 
 impl Sink for FdSink {
     fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
-        // SAFETY: the descriptor stays open for the life of the process (stdout/stderr).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0) };
+        if self.is_closed() {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        // SAFETY: the descriptor stays open for the life of the sink (see `new`).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
         while !buf.is_empty() {
             match nix::unistd::write(fd, buf) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => buf = &buf[n..],
                 Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    if e == nix::errno::Errno::EPIPE {
+                        self.closed.store(true, Ordering::Relaxed);
+                    }
+                    return Err(e.into());
+                }
             }
         }
         Ok(())
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
+        if self.is_closed() {
+            return None;
+        }
         // SAFETY: as above.
-        Some(unsafe { BorrowedFd::borrow_raw(self.0) })
+        Some(unsafe { BorrowedFd::borrow_raw(self.fd) })
+    }
+}
+
+/// `io::Write` over a [`Sink`] that never fails: for the log writer, whose output is
+/// diagnostics and must not stop (or crash) the agent when stderr is closed (SPEC §10).
+#[derive(Clone)]
+pub struct LossyWriter(pub Arc<dyn Sink>);
+
+impl io::Write for LossyWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let _ = self.0.write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -86,6 +136,8 @@ impl Sink for MemorySink {
 pub struct Output {
     pub stdout: Arc<dyn Sink>,
     pub stderr: Arc<dyn Sink>,
+    /// The bytes last relayed from an operation's stdout did not end with a newline.
+    open_line: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Output {
@@ -95,66 +147,128 @@ impl std::fmt::Debug for Output {
 }
 
 impl Output {
-    /// The process's own stdout and stderr.
-    pub fn process() -> Self {
+    pub fn new(stdout: Arc<dyn Sink>, stderr: Arc<dyn Sink>) -> Self {
         Self {
-            stdout: Arc::new(FdSink(1)),
-            stderr: Arc::new(FdSink(2)),
+            stdout,
+            stderr,
+            open_line: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The process's own stdout and stderr. Every caller shares the same two sinks, so a
+    /// stream found closed stays closed for all of them.
+    pub fn process() -> Self {
+        static PROCESS: OnceLock<Output> = OnceLock::new();
+        PROCESS
+            .get_or_init(|| Self::new(Arc::new(FdSink::new(1)), Arc::new(FdSink::new(2))))
+            .clone()
     }
 
     /// Print agent text on stdout (banner, headers, echoed commands). A closed stdout must
     /// not stop the agent from finishing its work, so errors are ignored.
+    ///
+    /// SPEC §8.4 line framing: when an operation's output did not end its last line, a
+    /// newline goes first, so the text (an execution header) starts a line.
     pub fn print(&self, text: &str) {
-        let _ = self.stdout.write_all(text.as_bytes());
+        if text.is_empty() {
+            return;
+        }
+        if self.open_line.swap(false, Ordering::Relaxed) {
+            let _ = self.stdout.write_all(format!("\n{text}").as_bytes());
+        } else {
+            let _ = self.stdout.write_all(text.as_bytes());
+        }
+    }
+
+    /// Print agent text on stderr, ignoring errors like [`Output::print`].
+    pub fn eprint(&self, text: &str) {
+        let _ = self.stderr.write_all(text.as_bytes());
+    }
+
+    /// Remember how an operation's stdout ended (its last relayed byte).
+    fn relayed_stdout(&self, last: u8) {
+        self.open_line.store(last != b'\n', Ordering::Relaxed);
     }
 }
 
 /// Sender side of cancellation (the signal handler holds it).
 #[derive(Debug)]
-pub struct CancelHandle(watch::Sender<bool>);
+pub struct CancelHandle(watch::Sender<u8>);
 
-/// Cancellation: once set, no new operation starts and the running one is stopped.
+/// Nothing requested.
+const RUNNING: u8 = 0;
+/// The first termination signal: finish the running operation, start nothing after it.
+const STOP: u8 = 1;
+/// The second one: stop the running operation too.
+const FORCE: u8 = 2;
+
+/// Cancellation (SPEC §10). Once requested, no new operation starts; the running one is left
+/// to finish (or stopped at once, see [`FirstSignal`]) until a second request
+/// ([`CancelHandle::force`]) stops it.
 #[derive(Debug, Clone)]
-pub struct Cancel(
-    watch::Receiver<bool>,
-    Option<&'static std::sync::atomic::AtomicBool>,
-);
+pub struct Cancel(watch::Receiver<u8>, Option<&'static AtomicBool>);
 
 impl Cancel {
     pub fn new() -> (CancelHandle, Cancel) {
-        let (tx, rx) = watch::channel(false);
+        let (tx, rx) = watch::channel(RUNNING);
         (CancelHandle(tx), Cancel(rx, None))
     }
 
     /// Also cancelled once `flag` is set. A signal handler sets the flag synchronously, so a
     /// signal is seen by the very next check (e.g. between two steps), before the task that
     /// forwards it through the [`CancelHandle`] has had a chance to run.
-    pub fn with_flag(flag: &'static std::sync::atomic::AtomicBool) -> (CancelHandle, Cancel) {
-        let (tx, rx) = watch::channel(false);
+    pub fn with_flag(flag: &'static AtomicBool) -> (CancelHandle, Cancel) {
+        let (tx, rx) = watch::channel(RUNNING);
         (CancelHandle(tx), Cancel(rx, Some(flag)))
     }
 
     pub fn is_cancelled(&self) -> bool {
-        *self.0.borrow()
-            || self
-                .1
-                .is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
+        *self.0.borrow() >= STOP || self.1.is_some_and(|f| f.load(Ordering::SeqCst))
     }
 
     /// Resolves once cancelled (never, if the handle is dropped uncancelled).
     pub async fn cancelled(&self) {
+        self.reached(STOP).await;
+    }
+
+    /// Resolves once the running operation is to be stopped too ([`CancelHandle::force`]).
+    pub async fn forced(&self) {
+        self.reached(FORCE).await;
+    }
+
+    async fn reached(&self, level: u8) {
         let mut rx = self.0.clone();
-        if rx.wait_for(|c| *c).await.is_err() {
+        if rx.wait_for(|l| *l >= level).await.is_err() {
             std::future::pending::<()>().await;
         }
     }
 }
 
 impl CancelHandle {
+    /// Start nothing new; let the running operation finish.
     pub fn cancel(&self) {
-        self.0.send_replace(true);
+        self.0.send_if_modified(|l| {
+            let was = *l;
+            *l = was.max(STOP);
+            *l != was
+        });
     }
+
+    /// Stop the running operation as well (its process group gets SIGTERM, then SIGKILL).
+    pub fn force(&self) {
+        self.0.send_replace(FORCE);
+    }
+}
+
+/// What the first termination signal does to a running operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FirstSignal {
+    /// SPEC §10: it runs to completion and is judged normally; a second signal stops it.
+    #[default]
+    Finish,
+    /// SPEC §9.4: its process group is stopped at once. For after-reboot operations, whose
+    /// command the host's shutdown is expected to end anyway.
+    Stop,
 }
 
 /// One process to run.
@@ -170,6 +284,7 @@ pub struct ProcessSpec {
     /// chroot into this directory before exec; `None` when ROOT is `/` or the step is not on
     /// the host.
     pub chroot: Option<PathBuf>,
+    pub first_signal: FirstSignal,
 }
 
 /// How the process ended.
@@ -198,7 +313,7 @@ pub struct Outcome {
     pub duration: Duration,
     /// The timeout fired and the process group was stopped.
     pub timed_out: bool,
-    /// Cancellation arrived while the process ran and the process group was stopped.
+    /// A termination signal arrived while the process ran (whether or not it was stopped).
     pub cancelled: bool,
     /// A write to the log file failed (output was still relayed); the first error.
     pub log_error: Option<String>,
@@ -259,6 +374,9 @@ pub enum ExecError {
         #[source]
         source: io::Error,
     },
+    /// SPEC §8.4: `ENOEXEC` is never retried through `/bin/sh`.
+    #[error("spawning {program}: exec format error (no `#!` line, or built for another machine)")]
+    ExecFormat { program: String },
     #[error("waiting for {program}")]
     Wait {
         program: String,
@@ -302,19 +420,41 @@ pub trait Runner: Send + Sync + std::fmt::Debug {
     ) -> Result<Outcome, ExecError>;
 }
 
+/// Told when an operation's process group starts and when it is gone, so that a later run can
+/// find a group that outlived a killed agent (SPEC §10; the lock file records it, §11).
+pub trait GroupRecorder: Send + Sync + std::fmt::Debug {
+    /// The group `pgid` (its leader is the operation's process) runs `operation`.
+    fn started(&self, pgid: i32, operation: &str);
+    /// The operation's group has ended.
+    fn finished(&self);
+}
+
 /// The real runner.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ProcessRunner;
+#[derive(Debug, Clone, Default)]
+pub struct ProcessRunner {
+    recorder: Option<Arc<dyn GroupRecorder>>,
+}
+
+impl ProcessRunner {
+    /// A runner that reports each operation's process group to `recorder`.
+    pub fn recording(recorder: Arc<dyn GroupRecorder>) -> Self {
+        Self {
+            recorder: Some(recorder),
+        }
+    }
+}
 
 #[async_trait::async_trait]
 impl Runner for ProcessRunner {
     /// Run `spec` to completion, relaying its stdout and stderr raw to the agent's streams and,
     /// in arrival order, to `log`.
     ///
-    /// Signal semantics: on cancellation or timeout the whole process group gets SIGTERM (so
-    /// the package's own cleanup runs), then SIGKILL after `stop_grace`. When the main process
-    /// has exited, whatever is left in its group (background grandchildren) is killed so that
-    /// nothing outlives the operation and the pipes reach end-of-file.
+    /// Signal semantics (SPEC §10): the first cancellation lets the operation finish (it is
+    /// judged by how it ends) unless `spec.first_signal` says to stop it; a forced
+    /// cancellation or the timeout sends SIGTERM to the whole process group (so the package's
+    /// own cleanup runs), then SIGKILL after `stop_grace`. When the main process has exited,
+    /// whatever is left in its group (background grandchildren) is killed so that nothing
+    /// outlives the operation and the pipes reach end-of-file.
     async fn run(
         &self,
         cfg: &Config,
@@ -326,37 +466,21 @@ impl Runner for ProcessRunner {
             program: program.clone(),
             source,
         };
+        let image = ExecImage::new(spec).map_err(spawn_err)?;
         // Our own pipes rather than `Stdio::piped()`: the relay thread owns the read ends
         // (see `relay`), and they get a larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
         let (err_r, err_w) = output_pipe().map_err(spawn_err)?;
         let mut cmd = tokio::process::Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))
             .process_group(0)
             .kill_on_drop(false);
-        match &spec.chroot {
-            Some(root) => {
-                let root = path_cstring(root);
-                let cwd = path_cstring(&spec.cwd);
-                // SAFETY: only async-signal-safe syscalls on pre-built C strings run between
-                // fork and exec.
-                unsafe {
-                    cmd.pre_exec(move || {
-                        if libc::chroot(root.as_ptr()) != 0 || libc::chdir(cwd.as_ptr()) != 0 {
-                            return Err(io::Error::last_os_error());
-                        }
-                        Ok(())
-                    });
-                }
-            }
-            None => {
-                cmd.current_dir(&spec.cwd);
-            }
+        // SAFETY: between fork and exec the closure makes only async-signal-safe system calls
+        // (chroot, chdir, execve) on strings and pointer arrays built before the fork.
+        unsafe {
+            cmd.pre_exec(move || Err(image.exec()));
         }
 
         let started = Instant::now();
@@ -364,11 +488,22 @@ impl Runner for ProcessRunner {
         // The command holds our copies of the write ends: only once they are closed can the
         // pipes reach end-of-file when the child's side closes.
         drop(cmd);
-        let mut child = spawned.map_err(spawn_err)?;
+        let mut child = spawned.map_err(|source| {
+            if source.raw_os_error() == Some(libc::ENOEXEC) {
+                ExecError::ExecFormat {
+                    program: program.clone(),
+                }
+            } else {
+                spawn_err(source)
+            }
+        })?;
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
+        if let (Some(recorder), Some(pg)) = (&self.recorder, pgid) {
+            recorder.started(pg.as_raw(), &program);
+        }
         // The relay writes the log through its own handle on the same open file.
         let mut log_error: Option<String> = None;
         let log = log.and_then(|file| match file.try_clone() {
@@ -389,10 +524,17 @@ impl Runner for ProcessRunner {
         let mut relayed = None;
         let mut status = None;
         let mut cancelled = false;
+        let mut forced = false;
         let mut timed_out = false;
         // When the group was asked to stop: SIGKILL is due `stop_grace` later.
         let mut kill_at: Option<tokio::time::Instant> = None;
         let timeout_at = cfg.timeout.map(|t| tokio::time::Instant::now() + t);
+        let stop = |kill_at: &mut Option<tokio::time::Instant>| {
+            if kill_at.is_none() {
+                stop_group(pgid, Signal::SIGTERM);
+                *kill_at = Some(tokio::time::Instant::now() + cfg.stop_grace);
+            }
+        };
 
         while status.is_none() || relay.is_some() {
             tokio::select! {
@@ -402,24 +544,41 @@ impl Runner for ProcessRunner {
                 }
                 r = child.wait(), if status.is_none() => {
                     let st = r.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
-                    status = Some(st);
-                    // Leftover members of the group would keep the pipes open forever.
-                    if let Some(pg) = pgid {
-                        let _ = killpg(pg, Signal::SIGKILL);
-                    }
+                    status = Some(exited(st, pgid));
                 }
                 () = cfg.cancel.cancelled(), if !cancelled && status.is_none() => {
                     cancelled = true;
-                    if kill_at.is_none() {
-                        stop_group(pgid, Signal::SIGTERM);
-                        kill_at = Some(tokio::time::Instant::now() + cfg.stop_grace);
+                    match spec.first_signal {
+                        FirstSignal::Stop => stop(&mut kill_at),
+                        FirstSignal::Finish => warn!(
+                            operation = %program,
+                            pid = pgid.map_or(0, Pid::as_raw),
+                            running = %format_running(started.elapsed()),
+                            "waiting for the running operation to finish before stopping; \
+                             a second termination signal stops it"
+                        ),
                     }
                 }
-                () = sleep_until(timeout_at), if !timed_out && status.is_none() && timeout_at.is_some() => {
-                    timed_out = true;
+                () = cfg.cancel.forced(), if cancelled && !forced && status.is_none() => {
+                    forced = true;
                     if kill_at.is_none() {
-                        stop_group(pgid, Signal::SIGTERM);
-                        kill_at = Some(tokio::time::Instant::now() + cfg.stop_grace);
+                        warn!(
+                            operation = %program,
+                            pid = pgid.map_or(0, Pid::as_raw),
+                            grace = %format_running(cfg.stop_grace),
+                            "stopping the running operation: SIGTERM to its process group, SIGKILL after the grace period"
+                        );
+                    }
+                    stop(&mut kill_at);
+                }
+                () = sleep_until(timeout_at), if !timed_out && status.is_none() && timeout_at.is_some() => {
+                    // SPEC §10: the deadline can be noticed late (the agent was paused or
+                    // throttled); a process that exited by then is judged by its exit status.
+                    if let Ok(Some(st)) = child.try_wait() {
+                        status = Some(exited(st, pgid));
+                    } else {
+                        timed_out = true;
+                        stop(&mut kill_at);
                     }
                 }
                 () = sleep_until(kill_at), if kill_at.is_some() && status.is_none() => {
@@ -428,8 +587,14 @@ impl Runner for ProcessRunner {
                 }
             }
         }
+        if let Some(recorder) = &self.recorder {
+            recorder.finished();
+        }
         let status = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");
+        if let Some(last) = relayed.last_bytes.first().copied().flatten() {
+            cfg.output.relayed_stdout(last);
+        }
         let termination = match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited(code),
             (None, Some(sig)) => Termination::Signalled(sig),
@@ -443,6 +608,148 @@ impl Runner for ProcessRunner {
             log_error: log_error.or(relayed.log_error),
             tail: relayed.tail.into_vec(),
         })
+    }
+}
+
+/// The main process has exited: whatever is left in its group would keep the pipes open
+/// forever, so it goes too.
+fn exited(status: std::process::ExitStatus, pgid: Option<Pid>) -> std::process::ExitStatus {
+    stop_group(pgid, Signal::SIGKILL);
+    status
+}
+
+/// `1.2s`, for log lines.
+fn format_running(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+/// Everything `execve(2)` needs, built before the fork: the child may only make
+/// async-signal-safe calls, so it allocates nothing.
+///
+/// SPEC §8.4: the program runs with `execve` semantics. glibc's `execvp` (what the standard
+/// library calls) runs a file the kernel refuses with `ENOEXEC` through `/bin/sh`, so a step
+/// without a `#!` line, or built for another machine, would run as a shell script; here
+/// `ENOEXEC` fails the spawn.
+struct ExecImage {
+    chroot: Option<CString>,
+    cwd: CString,
+    /// The files to try in order: the program itself when it names a path, else the program
+    /// in each PATH directory (PATH of the child's environment, resolved inside the chroot).
+    candidates: Vec<CString>,
+    _argv: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    _envp: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the raw pointers point into the `CString`s the image owns, which never move or
+// change; the image is only read (in the child, after fork).
+unsafe impl Send for ExecImage {}
+// SAFETY: as above.
+unsafe impl Sync for ExecImage {}
+
+/// glibc's search path when PATH is unset (`confstr(_CS_PATH)`).
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+impl ExecImage {
+    fn new(spec: &ProcessSpec) -> io::Result<Self> {
+        let c = |bytes: &[u8]| {
+            CString::new(bytes)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"))
+        };
+        let program = spec.program.as_os_str().as_bytes();
+        let candidates = if program.contains(&b'/') {
+            vec![c(program)?]
+        } else if program.is_empty() {
+            Vec::new()
+        } else {
+            let path = spec
+                .env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "PATH")
+                .map_or(DEFAULT_PATH, |(_, v)| v.as_bytes());
+            path.split(|b| *b == b':')
+                .map(|dir| {
+                    // An empty entry is the current directory, as for execvp.
+                    let dir = if dir.is_empty() { b".".as_slice() } else { dir };
+                    let mut file = dir.to_vec();
+                    if !file.ends_with(b"/") {
+                        file.push(b'/');
+                    }
+                    file.extend_from_slice(program);
+                    c(&file)
+                })
+                .collect::<io::Result<_>>()?
+        };
+        let argv_strings: Vec<CString> = std::iter::once(Ok(c(program)?))
+            .chain(spec.args.iter().map(|a| c(a.as_bytes())))
+            .collect::<io::Result<_>>()?;
+        let envp_strings: Vec<CString> = spec
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                c(&kv)
+            })
+            .collect::<io::Result<_>>()?;
+        let pointers = |strings: &[CString]| {
+            strings
+                .iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<_>>()
+        };
+        Ok(Self {
+            chroot: spec
+                .chroot
+                .as_deref()
+                .map(|r| c(r.as_os_str().as_bytes()))
+                .transpose()?,
+            cwd: c(OsStr::as_bytes(spec.cwd.as_os_str()))?,
+            candidates,
+            argv: pointers(&argv_strings),
+            _argv: argv_strings,
+            envp: pointers(&envp_strings),
+            _envp: envp_strings,
+        })
+    }
+
+    /// In the child: chroot, chdir, exec. Returns only on failure, with the error to report.
+    fn exec(&self) -> io::Error {
+        // SAFETY: valid NUL-terminated strings and NULL-terminated pointer arrays owned by
+        // `self`; these calls are async-signal-safe.
+        unsafe {
+            if let Some(root) = &self.chroot {
+                if libc::chroot(root.as_ptr()) != 0 {
+                    return io::Error::last_os_error();
+                }
+            }
+            if libc::chdir(self.cwd.as_ptr()) != 0 {
+                return io::Error::last_os_error();
+            }
+            // execvp's search rules, minus its shell fallback: skip directories where the
+            // file is missing, remember a permission error, stop at any other error.
+            let mut denied = false;
+            for file in &self.candidates {
+                libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::EACCES) => denied = true,
+                    Some(
+                        libc::ENOENT
+                        | libc::ENOTDIR
+                        | libc::ESTALE
+                        | libc::ENODEV
+                        | libc::ETIMEDOUT,
+                    ) if self.candidates.len() > 1 => {}
+                    _ => return err,
+                }
+            }
+            io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT })
+        }
     }
 }
 
@@ -478,15 +785,11 @@ fn stop_group(pgid: Option<Pid>, signal: Signal) {
     }
 }
 
-fn path_cstring(p: &Path) -> CString {
-    // Paths come from validated config and cleaned arguments; an interior NUL was rejected
-    // earlier, so this cannot fail in practice.
-    CString::new(p.as_os_str().as_bytes()).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::Path;
 
     fn config(
         timeout: Option<Duration>,
@@ -495,14 +798,11 @@ mod tests {
         let err = Arc::new(MemorySink::default());
         let (handle, cancel) = Cancel::new();
         let cfg = Config {
-            output: Output {
-                stdout: out.clone(),
-                stderr: err.clone(),
-            },
+            output: Output::new(out.clone(), err.clone()),
             cancel,
             stop_grace: Duration::from_millis(300),
             timeout,
-            runner: Arc::new(ProcessRunner),
+            runner: Arc::new(ProcessRunner::default()),
         };
         (cfg, out, err, handle)
     }
@@ -517,6 +817,7 @@ mod tests {
             ],
             cwd: "/".into(),
             chroot: None,
+            first_signal: FirstSignal::Finish,
         }
     }
 
@@ -604,11 +905,11 @@ mod tests {
         let (handle, cancel) = Cancel::new();
         std::mem::forget(handle);
         Config {
-            output: Output { stdout, stderr },
+            output: Output::new(stdout, stderr),
             cancel,
             stop_grace: Duration::from_millis(300),
             timeout: None,
-            runner: Arc::new(ProcessRunner),
+            runner: Arc::new(ProcessRunner::default()),
         }
     }
 
@@ -625,8 +926,8 @@ mod tests {
         });
         let err_file = File::create(dir.path().join("stderr")).unwrap();
         let cfg = config_with(
-            Arc::new(FdSink(out_w.as_raw_fd())),
-            Arc::new(FdSink(err_file.as_raw_fd())),
+            Arc::new(FdSink::new(out_w.as_raw_fd())),
+            Arc::new(FdSink::new(err_file.as_raw_fd())),
         );
         let (spec, out, err) = big_output(dir.path());
         let mut log = append_log(dir.path());
@@ -653,7 +954,7 @@ mod tests {
     fn large_output_to_dev_null_still_fills_the_log_and_the_tail() {
         let dir = tempfile::tempdir().unwrap();
         let null = File::options().write(true).open("/dev/null").unwrap();
-        let sink: Arc<dyn Sink> = Arc::new(FdSink(std::os::fd::AsRawFd::as_raw_fd(&null)));
+        let sink: Arc<dyn Sink> = Arc::new(FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&null)));
         let cfg = config_with(sink.clone(), sink);
         let (spec, out, err) = big_output(dir.path());
         let mut log = append_log(dir.path());
@@ -680,7 +981,7 @@ mod tests {
     #[test]
     fn without_a_log_the_tail_is_still_the_last_bytes() {
         let null = File::options().write(true).open("/dev/null").unwrap();
-        let sink: Arc<dyn Sink> = Arc::new(FdSink(std::os::fd::AsRawFd::as_raw_fd(&null)));
+        let sink: Arc<dyn Sink> = Arc::new(FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&null)));
         let cfg = config_with(sink.clone(), sink);
         let dir = tempfile::tempdir().unwrap();
         let (spec, out, _) = big_output(dir.path());
@@ -764,20 +1065,68 @@ mod tests {
         assert_eq!(o.termination, Termination::Signalled(15));
     }
 
-    #[test]
-    fn cancellation_sends_sigterm_then_sigkill_after_the_grace() {
-        let (cfg, _out, _err, handle) = config(None);
-        let rt = rt();
-        let o = rt.block_on(async {
-            let spec = sh("trap '' TERM; sleep 5 & wait; sleep 5");
-            let run = cfg.run(&spec, None);
+    /// Run `spec`, calling `signal` on the handle 150 ms in (and `again` 150 ms later, if
+    /// given).
+    fn run_signalled(
+        cfg: &Config,
+        spec: &ProcessSpec,
+        signal: impl FnOnce(),
+        again: Option<Box<dyn FnOnce()>>,
+    ) -> Outcome {
+        rt().block_on(async {
+            let run = cfg.run(spec, None);
             tokio::pin!(run);
             tokio::select! {
-                _ = &mut run => unreachable!("finished before cancellation"),
-                () = tokio::time::sleep(Duration::from_millis(100)) => handle.cancel(),
+                _ = &mut run => unreachable!("finished before the signal"),
+                () = tokio::time::sleep(Duration::from_millis(150)) => signal(),
+            }
+            if let Some(again) = again {
+                tokio::select! {
+                    _ = &mut run => unreachable!("finished before the second signal"),
+                    () = tokio::time::sleep(Duration::from_millis(150)) => again(),
+                }
             }
             run.await.unwrap()
-        });
+        })
+    }
+
+    #[test]
+    fn cancellation_lets_the_running_operation_finish() {
+        let (cfg, out, _err, handle) = config(None);
+        let spec = sh("trap 'echo got-term' TERM; sleep 0.6; echo finished");
+        let o = run_signalled(&cfg, &spec, || handle.cancel(), None);
+        assert!(o.cancelled);
+        assert_eq!(o.termination, Termination::Exited(0));
+        assert_eq!(
+            out.contents(),
+            b"finished\n",
+            "not signalled, ran to its end"
+        );
+    }
+
+    #[test]
+    fn first_signal_stop_stops_the_group_at_once() {
+        let (cfg, _out, _err, handle) = config(None);
+        let mut spec = sh("sleep 5");
+        spec.first_signal = FirstSignal::Stop;
+        let o = run_signalled(&cfg, &spec, || handle.cancel(), None);
+        assert!(o.cancelled);
+        assert_eq!(o.termination, Termination::Signalled(15));
+        assert!(o.duration < Duration::from_secs(4));
+    }
+
+    #[test]
+    fn forced_cancellation_sends_sigterm_then_sigkill_after_the_grace() {
+        let (cfg, _out, _err, handle) = config(None);
+        let handle = Arc::new(handle);
+        let again = handle.clone();
+        let spec = sh("trap '' TERM; sleep 5 & wait; sleep 5");
+        let o = run_signalled(
+            &cfg,
+            &spec,
+            || handle.cancel(),
+            Some(Box::new(move || again.force())),
+        );
         assert!(o.cancelled);
         assert_eq!(o.termination, Termination::Signalled(9));
         assert!(o.duration < Duration::from_secs(4));
@@ -786,20 +1135,138 @@ mod tests {
     #[test]
     fn a_step_that_traps_sigterm_and_exits_zero_is_judged_normally() {
         let (cfg, out, _err, handle) = config(None);
-        let rt = rt();
-        let o = rt.block_on(async {
-            let spec = sh("trap 'echo bye; exit 0' TERM; while :; do sleep 0.05; done");
-            let run = cfg.run(&spec, None);
-            tokio::pin!(run);
-            tokio::select! {
-                _ = &mut run => unreachable!(),
-                () = tokio::time::sleep(Duration::from_millis(150)) => handle.cancel(),
-            }
-            run.await.unwrap()
-        });
+        let handle = Arc::new(handle);
+        let again = handle.clone();
+        let spec = sh("trap 'echo bye; exit 0' TERM; while :; do sleep 0.05; done");
+        let o = run_signalled(
+            &cfg,
+            &spec,
+            || handle.cancel(),
+            Some(Box::new(move || again.force())),
+        );
         assert!(o.cancelled);
         assert_eq!(o.termination, Termination::Exited(0));
         assert_eq!(out.contents(), b"bye\n");
+    }
+
+    #[test]
+    fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
+        // The deadline is noticed late, as after the agent was paused: block the runtime
+        // thread past both the exit and the deadline, then let the loop see both at once.
+        let (cfg, ..) = config(Some(Duration::from_millis(300)));
+        let spec = sh("exit 0");
+        let o = rt()
+            .block_on(async {
+                let run = cfg.run(&spec, None);
+                tokio::pin!(run);
+                tokio::select! {
+                    biased;
+                    _ = &mut run => unreachable!("the child cannot be reaped this early"),
+                    () = std::future::ready(()) => {}
+                }
+                std::thread::sleep(Duration::from_millis(600));
+                run.await
+            })
+            .unwrap();
+        assert!(!o.timed_out, "{o:?}");
+        assert_eq!(o.termination, Termination::Exited(0));
+    }
+
+    #[test]
+    fn a_file_without_a_shebang_is_an_exec_format_error() {
+        let (cfg, out, ..) = config(None);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("noshebang");
+        std::fs::write(&file, "echo ran-by-sh\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut spec = sh("");
+        spec.program = file.clone();
+        spec.args.clear();
+        let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
+        assert!(matches!(err, ExecError::ExecFormat { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "spawning {}: exec format error (no `#!` line, or built for another machine)",
+                file.display()
+            )
+        );
+        assert!(out.contents().is_empty());
+    }
+
+    #[test]
+    fn programs_without_a_slash_are_found_in_the_path_of_the_child_environment() {
+        let (cfg, out, ..) = config(None);
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let tool = bin.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\necho tool $1\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let spec = ProcessSpec {
+            program: "tool".into(),
+            args: vec!["x".into()],
+            env: vec![(
+                "PATH".into(),
+                format!("/nonexistent:{}", bin.display()).into(),
+            )],
+            cwd: "/".into(),
+            chroot: None,
+            first_signal: FirstSignal::Finish,
+        };
+        let rt = rt();
+        let o = rt.block_on(cfg.run(&spec, None)).unwrap();
+        assert_eq!(o.termination, Termination::Exited(0));
+        assert_eq!(out.contents(), b"tool x\n");
+
+        std::fs::write(&tool, "echo no shebang\n").unwrap();
+        let err = rt.block_on(cfg.run(&spec, None)).unwrap_err();
+        assert!(matches!(err, ExecError::ExecFormat { .. }), "{err:?}");
+
+        let missing = ProcessSpec {
+            program: "missing-tool".into(),
+            ..spec
+        };
+        let err = rt.block_on(cfg.run(&missing, None)).unwrap_err();
+        let ExecError::Spawn { source, .. } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn output_ending_mid_line_gets_a_newline_before_the_next_print() {
+        let (cfg, out, ..) = config(None);
+        let rt = rt();
+        rt.block_on(cfg.run(&sh("printf 'no newline'"), None))
+            .unwrap();
+        cfg.output.print("header\n");
+        rt.block_on(cfg.run(&sh("echo line"), None)).unwrap();
+        cfg.output.print("header\n");
+        rt.block_on(cfg.run(&sh("printf 'x' >&2"), None)).unwrap();
+        cfg.output.print("header\n");
+        assert_eq!(
+            String::from_utf8(out.contents()).unwrap(),
+            "no newline\nheader\nline\nheader\nheader\n"
+        );
+    }
+
+    #[test]
+    fn a_closed_stdout_is_not_written_again() {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        drop(r);
+        let sink = FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&w));
+        let e = sink.write_all(b"x").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+        assert!(sink.is_closed());
+        assert!(sink.fd().is_none(), "no zero-copy path to a closed stream");
+        let cfg = config_with(Arc::new(sink), Arc::new(MemorySink::default()));
+        let o = rt()
+            .block_on(cfg.run(&sh("echo to-a-closed-stdout; exit 4"), None))
+            .unwrap();
+        assert_eq!(o.termination, Termination::Exited(4));
+        assert_eq!(o.tail, b"to-a-closed-stdout\n");
+        drop(w);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
-use crate::execution::{self, ExecError, ProcessSpec, Status, Termination};
+use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
 use crate::hostfs::{HostFs, HostFsError};
 use crate::interrupt::{Command, CompletionPolicy, Interrupt};
 use crate::logs::{self, LogFile, RETAINED_LOGS};
@@ -499,6 +499,12 @@ impl InterruptContext {
             env: s.base_env.clone(),
             cwd: s.copy_dir.clone(),
             chroot: (root != Path::new("/")).then(|| root.to_path_buf()),
+            // SPEC §9.4: the agent's own termination during an after-reboot command is the
+            // shutdown it asked for; other operations finish first (SPEC §10).
+            first_signal: match policy {
+                CompletionPolicy::AfterReboot => FirstSignal::Stop,
+                CompletionPolicy::OnSuccess => FirstSignal::Finish,
+            },
         };
         let result = s
             .exec

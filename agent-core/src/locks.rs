@@ -1,17 +1,31 @@
 //! Advisory locks serializing agents on one host (SPEC §11, ext): `STATE/locks/<pkg>.lock`
 //! while a stage of that package runs, `STATE/locks/interrupt-<RID>.lock` while an interrupt
 //! runs. `flock` semantics: a lock held by a dead process, or from an earlier boot, is gone.
+//!
+//! The lock file also says who holds it and, while an operation runs, which process group
+//! runs it (SPEC §10): an agent killed outright (SIGKILL outside a container) leaves that
+//! group running, and the next agent to take the lock waits for it instead of starting the
+//! same step beside it.
+//!
+//! ```text
+//! pid=4711 boot_id=0d5c… started=2026-01-01T00:00:00.000000000Z
+//! running: pgid=4712 start_ticks=81234 pid_ns=4026531836 operation="/var/lib/…/apply.sh"
+//! ```
 
 use std::fs::File;
-use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+use nix::sys::signal::killpg;
+use nix::unistd::Pid;
 use tracing::info;
 
-use crate::execution::Cancel;
+use crate::execution::{Cancel, GroupRecorder};
 use crate::hostfs::{HostFs, HostFsError};
 use crate::timestamp;
 
@@ -40,14 +54,171 @@ pub enum LockError {
 /// A held lock; released when dropped (or when the process dies).
 #[derive(Debug)]
 pub struct Lock {
-    _flock: Flock<File>,
+    flock: Flock<File>,
     path: PathBuf,
+    /// The holder line written into the lock file.
+    holder: String,
 }
 
 impl Lock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Records each operation's process group in the lock file while it runs (SPEC §10), for
+    /// [`crate::execution::ProcessRunner::recording`]. `None` if the file cannot be shared.
+    pub fn group_recorder(&self) -> Option<Arc<dyn GroupRecorder>> {
+        let file = self.flock.try_clone().ok()?;
+        Some(Arc::new(LockFileRecorder {
+            file: Mutex::new(file),
+            holder: self.holder.clone(),
+        }))
+    }
+}
+
+/// Writes the running operation's group into the lock file.
+#[derive(Debug)]
+struct LockFileRecorder {
+    file: Mutex<File>,
+    holder: String,
+}
+
+impl LockFileRecorder {
+    fn write(&self, text: &str) {
+        let file = self.file.lock().expect("lock file");
+        let _ = overwrite(&file, text);
+    }
+}
+
+/// Replace the lock file's text in place (a new file would be a new inode, outside the lock):
+/// one write covering the old text (padded with spaces), then the new length. A kill in
+/// between leaves trailing spaces, never a record cut short or a stale line.
+fn overwrite(file: &File, text: &str) -> std::io::Result<()> {
+    let old = file.metadata()?.len();
+    let mut bytes = text.as_bytes().to_vec();
+    if let Ok(old) = usize::try_from(old) {
+        if old > bytes.len() && old <= MAX_LOCK_TEXT {
+            bytes.resize(old, b' ');
+        } else if old > bytes.len() {
+            file.set_len(0)?;
+        }
+    }
+    file.write_all_at(&bytes, 0)?;
+    file.set_len(text.len() as u64)
+}
+
+/// More than the agent ever writes into a lock file.
+const MAX_LOCK_TEXT: usize = 4096;
+
+impl GroupRecorder for LockFileRecorder {
+    fn started(&self, pgid: i32, operation: &str) {
+        // Without the start time a reused pid could be taken for the group: record nothing.
+        let Some(group) = RunningGroup::of(pgid, operation) else {
+            return;
+        };
+        self.write(&format!("{}{}\n", self.holder, group.render()));
+    }
+
+    fn finished(&self) {
+        self.write(&self.holder);
+    }
+}
+
+/// An operation's process group as the lock file records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningGroup {
+    pub pgid: i32,
+    /// Start time of the group leader, in clock ticks after boot (`/proc/<pid>/stat`).
+    pub start_ticks: u64,
+    /// The PID namespace the pgid belongs to (`/proc/self/ns/pid`).
+    pub pid_ns: u64,
+    pub operation: String,
+}
+
+impl RunningGroup {
+    fn of(pgid: i32, operation: &str) -> Option<Self> {
+        let leader = process_stat(pgid)?;
+        Some(Self {
+            pgid,
+            start_ticks: leader.start_ticks,
+            pid_ns: own_pid_namespace()?,
+            operation: operation.to_owned(),
+        })
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "running: pgid={} start_ticks={} pid_ns={} operation={:?}",
+            self.pgid, self.start_ticks, self.pid_ns, self.operation
+        )
+    }
+
+    /// The `running:` line of a lock file, if there is a well-formed one.
+    pub fn parse(lock_text: &str) -> Option<Self> {
+        let line = lock_text
+            .lines()
+            .find_map(|l| l.strip_prefix("running: "))?;
+        let (fields, operation) = line.split_once(" operation=")?;
+        let mut pgid = None;
+        let mut start_ticks = None;
+        let mut pid_ns = None;
+        for field in fields.split(' ') {
+            match field.split_once('=')? {
+                ("pgid", v) => pgid = v.parse().ok(),
+                ("start_ticks", v) => start_ticks = v.parse().ok(),
+                ("pid_ns", v) => pid_ns = v.parse().ok(),
+                _ => return None,
+            }
+        }
+        Some(Self {
+            pgid: pgid.filter(|p: &i32| *p > 1)?,
+            start_ticks: start_ticks?,
+            pid_ns: pid_ns?,
+            operation: operation.to_owned(),
+        })
+    }
+
+    /// Whether this group's leader (the operation's own process) still runs: same PID
+    /// namespace, a live process with that pid which started at the recorded time and still
+    /// leads the group. A reused pid has another start time.
+    pub fn still_running(&self) -> bool {
+        if own_pid_namespace() != Some(self.pid_ns) {
+            return false;
+        }
+        // Cheap first: no such group at all.
+        if killpg(Pid::from_raw(self.pgid), None) == Err(Errno::ESRCH) {
+            return false;
+        }
+        process_stat(self.pgid).is_some_and(|p| {
+            p.start_ticks == self.start_ticks && p.pgrp == self.pgid && p.state != 'Z'
+        })
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` this module needs.
+struct ProcessStat {
+    state: char,
+    pgrp: i32,
+    start_ticks: u64,
+}
+
+fn process_stat(pid: i32) -> Option<ProcessStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses, so fields are
+    // counted after the last `)`. starttime is field 22, the 20th after comm.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcessStat {
+        state: fields.first()?.chars().next()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// The inode of this process's PID namespace.
+fn own_pid_namespace() -> Option<u64> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
 }
 
 /// `STATE/locks/<pkg>.lock`.
@@ -63,7 +234,8 @@ pub fn interrupt_lock_path(state_dir: &Path, resource_id: &str) -> PathBuf {
 }
 
 /// Take the exclusive lock at `host_path`, waiting (and saying who holds it) while another
-/// agent has it. Cancellation stops the wait.
+/// agent has it, then for the process group of an operation a killed holder left running
+/// (SPEC §10). Cancellation stops either wait.
 pub async fn acquire(
     fs: &HostFs,
     host_path: &Path,
@@ -84,7 +256,7 @@ pub async fn acquire(
             Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => {
                 file = f;
                 if !logged {
-                    let holder = read_holder(&mut file);
+                    let holder = holder_line(&mut file);
                     info!(lock = %shown, holder = %holder, "waiting for another agent to release the lock");
                     logged = true;
                 }
@@ -101,6 +273,23 @@ pub async fn acquire(
             }
         }
     };
+    let previous = read_holder(&mut flock);
+    if let Some(group) = orphaned_group(&previous, boot_id) {
+        info!(
+            lock = %shown,
+            pgid = group.pgid,
+            operation = %group.operation,
+            holder = %previous.lines().next().unwrap_or_default(),
+            "waiting for an operation of an earlier run to finish: its agent was killed but its process group is still running"
+        );
+        while group.still_running() {
+            tokio::select! {
+                () = cancel.cancelled() => return Err(LockError::Stopped),
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+        info!(lock = %shown, pgid = group.pgid, "the earlier run's operation has finished");
+    }
     // Who holds it, for the next agent's message. Written in place: replacing the file
     // would move the lock to another inode.
     let holder = format!(
@@ -109,25 +298,41 @@ pub async fn acquire(
         boot_id.unwrap_or("unknown"),
         timestamp::rfc3339_nano(SystemTime::now())
     );
-    let _ = flock
-        .set_len(0)
-        .and_then(|()| flock.seek(SeekFrom::Start(0)).map(|_| ()))
-        .and_then(|()| flock.write_all(holder.as_bytes()));
+    let _ = overwrite(&flock, &holder);
     Ok(Lock {
-        _flock: flock,
+        flock,
         path: host_path.to_path_buf(),
+        holder,
     })
 }
 
+/// The group a killed holder recorded, if it is still running under this boot.
+fn orphaned_group(previous: &str, boot_id: Option<&str>) -> Option<RunningGroup> {
+    let group = RunningGroup::parse(previous)?;
+    let same_boot = boot_id.is_some_and(|b| {
+        previous
+            .split_whitespace()
+            .any(|f| f.strip_prefix("boot_id=") == Some(b))
+    });
+    (same_boot && group.still_running()).then_some(group)
+}
+
+/// The lock file's text (at most 4 KiB: a holder line and a `running:` line).
 fn read_holder(file: &mut File) -> String {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     let _ = file.seek(SeekFrom::Start(0));
-    let _ = file.take(256).read_to_string(&mut text);
-    let text = text.trim();
-    if text.is_empty() {
+    let _ = file.take(MAX_LOCK_TEXT as u64).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Who holds the lock, for the waiting message.
+fn holder_line(file: &mut File) -> String {
+    let text = read_holder(file);
+    let line = text.lines().next().unwrap_or_default().trim();
+    if line.is_empty() {
         "unknown".to_owned()
     } else {
-        text.to_owned()
+        line.to_owned()
     }
 }
 
@@ -167,6 +372,98 @@ mod tests {
         let (elapsed, got) = waiter.join().unwrap();
         assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
         assert_eq!(got, path);
+    }
+
+    #[test]
+    fn the_running_line_round_trips_and_junk_is_not_a_group() {
+        let g = RunningGroup {
+            pgid: 4712,
+            start_ticks: 81234,
+            pid_ns: 4_026_531_836,
+            operation: "/var/lib/p/skyhook_dir/a b\n.sh".into(),
+        };
+        let text = format!("pid=1 boot_id=b started=t\n{}\n   ", g.render());
+        let parsed = RunningGroup::parse(&text).unwrap();
+        assert_eq!(
+            (parsed.pgid, parsed.start_ticks, parsed.pid_ns),
+            (4712, 81234, 4_026_531_836)
+        );
+        assert_eq!(parsed.operation, r#""/var/lib/p/skyhook_dir/a b\n.sh""#);
+        for junk in [
+            "pid=1 boot_id=b started=t\n",
+            "running: pgid=x start_ticks=1 pid_ns=1 operation=\"a\"",
+            "running: pgid=1 start_ticks=1 pid_ns=1 operation=\"init\"",
+            "running: pgid=5 start_ticks=1 operation=\"a\"",
+        ] {
+            assert_eq!(RunningGroup::parse(junk), None, "{junk:?}");
+        }
+    }
+
+    /// A process group of its own running `sleep`, recorded in a lock file as a killed
+    /// holder would have left it.
+    fn orphan(root: &Path, seconds: &str) -> std::process::Child {
+        use std::os::unix::process::CommandExt as _;
+        let child = std::process::Command::new("sleep")
+            .arg(seconds)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = i32::try_from(child.id()).unwrap();
+        let group = RunningGroup::of(pgid, "/pkg/skyhook_dir/held.sh").unwrap();
+        std::fs::create_dir_all(root.join("state/locks")).unwrap();
+        std::fs::write(
+            root.join("state/locks/pkg.lock"),
+            format!("pid=1 boot_id=b1 started=t\n{}\n", group.render()),
+        )
+        .unwrap();
+        child
+    }
+
+    #[test]
+    fn the_next_holder_waits_for_a_group_a_killed_holder_left_running() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::new(root.path());
+        let (_h, cancel) = Cancel::new();
+        let path = package_lock_path(Path::new("/state"), "pkg");
+        let mut child = orphan(root.path(), "0.5");
+        let reaper = std::thread::spawn(move || child.wait());
+        let started = std::time::Instant::now();
+        let lock = block_on(acquire(&fs, &path, Some("b1"), &cancel)).unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            started.elapsed()
+        );
+        reaper.join().unwrap().unwrap();
+        let text = std::fs::read_to_string(root.path().join("state/locks/pkg.lock")).unwrap();
+        assert!(!text.contains("running:"), "{text:?}");
+
+        // While an operation runs, the file names its group; afterwards it no longer does.
+        let recorder = lock.group_recorder().unwrap();
+        let me = i32::try_from(std::process::id()).unwrap();
+        recorder.started(me, "/pkg/skyhook_dir/a.sh");
+        let text = std::fs::read_to_string(root.path().join("state/locks/pkg.lock")).unwrap();
+        let group = RunningGroup::parse(&text).unwrap();
+        assert_eq!(group.pgid, me);
+        recorder.finished();
+        let after = std::fs::read_to_string(root.path().join("state/locks/pkg.lock")).unwrap();
+        assert_eq!(after, lock.holder);
+    }
+
+    #[test]
+    fn a_group_recorded_under_another_boot_is_not_waited_for() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::new(root.path());
+        let (_h, cancel) = Cancel::new();
+        let path = package_lock_path(Path::new("/state"), "pkg");
+        let mut child = orphan(root.path(), "5");
+        let started = std::time::Instant::now();
+        let lock = block_on(acquire(&fs, &path, Some("b2"), &cancel));
+        let elapsed = started.elapsed();
+        let _ = child.kill();
+        let _ = child.wait();
+        lock.unwrap();
+        assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
     }
 
     #[test]

@@ -419,10 +419,10 @@ pub async fn plan_interrupt(
         fs: fs.clone(),
         exec: execution::Config {
             // A dry run prints nothing itself; the caller renders the plan.
-            output: Output {
-                stdout: Arc::new(MemorySink::default()),
-                stderr: Arc::new(MemorySink::default()),
-            },
+            output: Output::new(
+                Arc::new(MemorySink::default()),
+                Arc::new(MemorySink::default()),
+            ),
             cancel,
             stop_grace: Duration::ZERO,
             timeout: None,

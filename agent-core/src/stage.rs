@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use tracing::{info, warn};
 
-use crate::execution::{self, ExecError, ProcessSpec, Status, Termination};
+use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
 use crate::history::{self, UNKNOWN_VERSION};
 use crate::hostfs::{HostFs, HostFsError};
 use crate::logs::{self, RETAINED_LOGS};
@@ -533,6 +533,7 @@ async fn run_step(
         env,
         cwd,
         chroot,
+        first_signal: FirstSignal::Finish,
     };
     let mut log = if cx.runtime.write_logs {
         let log_file = logs::create(fs, log_dir, &step.path, SystemTime::now()).map_err(

@@ -97,10 +97,7 @@ impl TestHost {
         let settings = InterruptSettings {
             fs: HostFs::new(root),
             exec: execution::Config {
-                output: Output {
-                    stdout: stdout.clone(),
-                    stderr: Arc::new(MemorySink::default()),
-                },
+                output: Output::new(stdout.clone(), Arc::new(MemorySink::default())),
                 cancel: token,
                 stop_grace: Duration::from_millis(10),
                 timeout: None,

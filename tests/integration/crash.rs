@@ -165,6 +165,44 @@ fn has_extension(name: &str, extension: &str) -> bool {
         .is_some_and(|e| e == extension)
 }
 
+/// A lock file (SPEC §10, §11): empty, or the holder line, then while an operation runs the
+/// line naming its process group. A kill between rewriting it and setting its length leaves
+/// trailing spaces, nothing else.
+#[track_caller]
+fn assert_lock_text(text: &str, ctx: &str) {
+    let mut lines = text.trim_end_matches(' ').lines();
+    let Some(holder) = lines.next() else {
+        return;
+    };
+    let fields: Vec<&str> = holder.split(' ').collect();
+    assert_eq!(fields.len(), 3, "{ctx}: {text:?}");
+    assert!(fields[0].starts_with("pid="), "{ctx}: {text:?}");
+    assert!(fields[1].starts_with("boot_id="), "{ctx}: {text:?}");
+    assert_rfc3339(fields[2].trim_start_matches("started="), ctx);
+    if let Some(running) = lines.next() {
+        let (fields, operation) = running
+            .strip_prefix("running: ")
+            .and_then(|r| r.split_once(" operation="))
+            .unwrap_or_else(|| panic!("{ctx}: {text:?}"));
+        let names: Vec<&str> = fields
+            .split(' ')
+            .map(|f| {
+                let (name, value) = f
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("{ctx}: {text:?}"));
+                assert!(value.parse::<u64>().is_ok(), "{ctx}: {text:?}");
+                name
+            })
+            .collect();
+        assert_eq!(names, ["pgid", "start_ticks", "pid_ns"], "{ctx}: {text:?}");
+        assert!(
+            operation.starts_with('"') && operation.ends_with('"'),
+            "{ctx}: {text:?}"
+        );
+    }
+    assert_eq!(lines.next(), None, "{ctx}: {text:?}");
+}
+
 /// Assert that every file below STATE is a temp file or a state file that parses.
 #[track_caller]
 fn assert_state_parses(host: &FakeHost, what: &str) {
@@ -205,13 +243,7 @@ fn assert_state_parses(host: &FakeHost, what: &str) {
             assert!(v["exit_code"].is_u64(), "{ctx}: {text}");
             assert!(v["operations"].is_array(), "{ctx}: {text}");
         } else if rel.starts_with("locks/") && has_extension(name, "lock") {
-            if !text.is_empty() {
-                let fields: Vec<&str> = text.trim_end_matches('\n').split(' ').collect();
-                assert_eq!(fields.len(), 3, "{ctx}: {text:?}");
-                assert!(fields[0].starts_with("pid="), "{ctx}: {text:?}");
-                assert!(fields[1].starts_with("boot_id="), "{ctx}: {text:?}");
-                assert_rfc3339(fields[2].trim_start_matches("started="), &ctx);
-            }
+            assert_lock_text(&text, &ctx);
         } else if rel.starts_with("interrupts/flags/abc_pkg_1.0.0/") {
             if name.ends_with(".pending") {
                 parse_pending(&text, &ctx);

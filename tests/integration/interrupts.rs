@@ -1032,27 +1032,81 @@ fn systemctl_blocking_on_containerd(rest: &str) -> String {
     format!("if [ \"$*\" = \"restart containerd\" ]; then\n{rest}\nfi\necho \"fake systemctl $*\"")
 }
 
-/// Start the two-service interrupt, wait until `restart containerd` runs, send SIGTERM.
-fn terminate_during_containerd(host: &FakeHost) -> Run {
-    let agent = host
+/// Start the two-service interrupt, wait until `restart containerd` runs, send SIGTERM, and
+/// after a pause (two pending signals would merge into one) a second one.
+fn terminate_twice_during_containerd(host: &FakeHost) -> Run {
+    let mut agent = host
         .interrupt(&interrupt_data(TWO_SERVICES))
         .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "5")
         .spawn();
     host.wait_for("var/tmp/started", Duration::from_secs(20));
     agent.signal("TERM");
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        !agent.has_exited(),
+        "the first signal lets the operation run"
+    );
+    agent.signal("TERM");
     agent.wait()
 }
 
 #[test]
-fn sigterm_during_an_operation_starts_no_later_operation() {
+fn sigterm_during_an_operation_lets_it_finish_and_starts_no_later_operation() {
+    require_root!();
+    let host = host();
+    host.set_fake_tool(
+        "systemctl",
+        &systemctl_blocking_on_containerd(
+            "trap 'echo got-term' TERM\necho started > /var/tmp/started\n\
+             while [ ! -e /var/tmp/release ]; do usleep 10000; done",
+        ),
+    );
+    let mut agent = host
+        .interrupt(&interrupt_data(TWO_SERVICES))
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "1")
+        .spawn();
+    host.wait_for("var/tmp/started", Duration::from_secs(20));
+    agent.signal("TERM");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !agent.has_exited(),
+        "the agent did not wait for the operation"
+    );
+    host.write("var/tmp/release", "");
+    let run = agent.wait();
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stderr_line_contains(&[
+        "waiting for the running operation to finish",
+        "systemctl",
+        "pid=",
+    ]);
+    run.assert_stdout_contains("fake systemctl restart containerd\n");
+    assert!(!run.out().contains("got-term"), "{run:?}");
+    assert_eq!(
+        host.calls(),
+        ["systemctl daemon-reload", "systemctl restart containerd"]
+    );
+    assert!(!run.out().contains("systemctl restart kubelet"), "{run:?}");
+    assert_eq!(
+        host.list(INTERRUPT_FLAGS),
+        ["service_restart_0.complete", "service_restart_1.complete"],
+        "the operation that finished is marked"
+    );
+}
+
+#[test]
+fn a_second_sigterm_stops_the_operation_and_it_is_not_marked() {
     require_root!();
     let host = host();
     host.set_fake_tool(
         "systemctl",
         &systemctl_blocking_on_containerd("echo started > /var/tmp/started\nsleep 30 &\nwait $!"),
     );
-    let run = terminate_during_containerd(&host);
+    let run = terminate_twice_during_containerd(&host);
     run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    assert!(run.elapsed < Duration::from_secs(20), "{:?}", run.elapsed);
     assert_eq!(
         host.calls(),
         ["systemctl daemon-reload", "systemctl restart containerd"]
@@ -1066,20 +1120,7 @@ fn sigterm_during_an_operation_starts_no_later_operation() {
 }
 
 #[test]
-fn sigterm_during_an_operation_exits_with_the_stop_message() {
-    require_root!();
-    let host = host();
-    host.set_fake_tool(
-        "systemctl",
-        &systemctl_blocking_on_containerd("echo started > /var/tmp/started\nsleep 30 &\nwait $!"),
-    );
-    let run = terminate_during_containerd(&host);
-    run.assert_code(1);
-    run.assert_stderr_contains(STOPPED);
-}
-
-#[test]
-fn operation_exiting_cleanly_on_sigterm_is_marked_but_the_run_stops() {
+fn operation_exiting_cleanly_on_a_second_sigterm_is_marked_but_the_run_stops() {
     require_root!();
     let host = host();
     host.set_fake_tool(
@@ -1088,7 +1129,7 @@ fn operation_exiting_cleanly_on_sigterm_is_marked_but_the_run_stops() {
             "trap 'echo got-term; exit 0' TERM\necho started > /var/tmp/started\nsleep 30 &\nwait $!",
         ),
     );
-    let run = terminate_during_containerd(&host);
+    let run = terminate_twice_during_containerd(&host);
     run.assert_code(1);
     run.assert_stderr_contains(STOPPED);
     run.assert_stdout_contains("got-term\n");

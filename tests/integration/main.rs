@@ -36,6 +36,7 @@ mod crash;
 mod dockerfile;
 mod docs;
 mod errors;
+mod execution;
 mod harness;
 mod input_table;
 mod interrupts;

@@ -1,8 +1,13 @@
-//! SPEC §10: SIGTERM/SIGINT, the stop grace period, timeouts and leftover processes.
+//! SPEC §10: SIGTERM/SIGINT (the first lets the running step finish, a second stops it), the
+//! stop grace period, timeouts, a paused agent, leftover processes and the orphaned step of a
+//! killed agent.
 
 use std::time::{Duration, Instant};
 
-use crate::util::{COPY_DIR, FakeHost, PKG_FLAGS, Package, Run, Step, eventually, process_alive};
+use crate::util::{
+    COPY_DIR, FakeHost, PKG_FLAGS, Package, Reaper, Run, Running, STATE, Step, eventually,
+    process_alive,
+};
 
 const STOPPED: &str = "agent stopped after receiving a termination signal";
 const STARTED: &str = "var/tmp/started";
@@ -21,69 +26,148 @@ fn package(first: Step) -> Package {
         .step("apply-check", Step::new("next_check.sh"))
 }
 
-/// Start `apply`, wait for the first step to start, send `sig`, wait for the agent.
-fn interrupt(host: &FakeHost, sig: &str, grace: &str) -> (Run, Duration) {
-    interrupt_after(host, sig, grace, || {})
+/// A step that signals it started, then waits until `/var/tmp/release` exists, says
+/// `finished` and exits `code`. A SIGTERM it receives shows as `got-term` on stdout.
+fn held(code: u8) -> String {
+    format!(
+        "#!/bin/sh\ntrap 'echo got-term' TERM\necho \"@PATH@\" >> /var/tmp/ran.log\n\
+         echo started > /var/tmp/started\n\
+         while [ ! -e /var/tmp/release ]; do usleep 10000; done\necho finished\nexit {code}\n"
+    )
 }
 
-/// Like [`interrupt`], running `before_signal` once the step has started.
-fn interrupt_after(
+const WAITING: &str = "waiting for the running operation to finish";
+
+fn spawn_apply(host: &FakeHost, grace: &str) -> Running {
+    host.tagged_agent()
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", grace)
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .timeout(Duration::from_secs(40))
+        .spawn()
+}
+
+/// Start `apply`, wait for the first step to start, send `sig`, and after a pause the same
+/// signal again (long enough for the first to be handled: two pending signals would merge).
+fn signal_twice(host: &FakeHost, sig: &str, grace: &str) -> (Run, Duration) {
+    signal_twice_after(host, sig, grace, || {})
+}
+
+/// Like [`signal_twice`], running `before_signal` once the step has started.
+fn signal_twice_after(
     host: &FakeHost,
     sig: &str,
     grace: &str,
     before_signal: impl FnOnce(),
 ) -> (Run, Duration) {
-    let agent = host
-        .agent()
-        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", grace)
-        .args(["apply", &host.root_str(), COPY_DIR])
-        .timeout(Duration::from_secs(40))
-        .spawn();
+    let mut agent = spawn_apply(host, grace);
     host.wait_for(STARTED, Duration::from_secs(20));
     before_signal();
+    agent.signal(sig);
+    std::thread::sleep(Duration::from_millis(400));
+    assert!(
+        !agent.has_exited(),
+        "the first signal does not stop the step"
+    );
     let sent = Instant::now();
     agent.signal(sig);
     let run = agent.wait();
     (run, sent.elapsed())
 }
 
+/// Start `apply` with a [`held`] first step, send `sig` once it started, check for a while
+/// that the agent waits, then let the step end.
+fn signal_once_then_release(host: &FakeHost, sig: &str) -> Run {
+    let mut agent = spawn_apply(host, "1");
+    host.wait_for(STARTED, Duration::from_secs(20));
+    agent.signal(sig);
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(
+            !agent.has_exited(),
+            "the agent stopped before its running step finished"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.write("var/tmp/release", "");
+    agent.wait()
+}
+
 #[test]
-fn sigterm_is_forwarded_and_a_cleanly_exiting_step_is_marked() {
+fn first_sigterm_lets_the_running_step_finish_and_marks_it() {
     require_root!();
     let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    let step = Step::new("held.sh").script(&held(0));
+    host.install(&package(step.clone()));
+    let run = signal_once_then_release(&host, "TERM");
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stdout_contains("finished\n");
+    assert!(
+        !run.out().contains("got-term"),
+        "the step was signalled: {run:?}"
+    );
+    // Logged at once: what it waits for, its pid, how long it has run.
+    run.assert_stderr_line_contains(&[WAITING, "held.sh", "pid=", "running="]);
+    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.legacy_marker())));
+    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
+    assert_eq!(host.ran(), ["held.sh"], "no later step starts");
+    assert!(!run.out().contains("apply next.sh"), "{run:?}");
+}
+
+#[test]
+fn first_sigint_behaves_like_sigterm() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    let step = Step::new("held.sh").script(&held(0));
+    host.install(&package(step.clone()));
+    let run = signal_once_then_release(&host, "INT");
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stdout_contains("finished\n");
+    assert!(!run.out().contains("got-term"), "{run:?}");
+    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
+    assert_eq!(host.ran(), ["held.sh"]);
+}
+
+#[test]
+fn a_step_that_fails_after_the_signal_is_judged_normally_and_not_marked() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    host.install(&package(Step::new("held.sh").script(&held(3))));
+    let run = signal_once_then_release(&host, "TERM");
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stderr_line_contains(&["held.sh", "exit code 3"]);
+    assert!(host.files_under(PKG_FLAGS).is_empty());
+    assert_eq!(host.ran(), ["held.sh"]);
+}
+
+#[test]
+fn a_second_sigterm_stops_the_step_and_a_cleanly_exiting_step_is_marked() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
     let step = Step::new("trap.sh").script(&sleeper("trap 'echo got-term; exit 0' TERM"));
-    let pkg = package(step.clone());
-    host.install(&pkg);
-    let (run, _) = interrupt(&host, "TERM", "10");
+    host.install(&package(step.clone()));
+    let (run, _) = signal_twice(&host, "TERM", "10");
     run.assert_code(1);
     run.assert_stderr_contains(STOPPED);
     run.assert_stdout_contains("got-term\n");
     assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.legacy_marker())));
     assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
     assert_eq!(host.ran_count("next.sh"), 0, "no later step starts");
-    assert!(!run.out().contains("apply next.sh"), "{run:?}");
 }
 
 #[test]
-fn sigint_behaves_like_sigterm() {
+fn a_second_sigint_stops_a_step_that_dies_of_it_and_it_is_not_marked() {
     require_root!();
     let host = FakeHost::new();
-    let step = Step::new("trap.sh").script(&sleeper("trap 'echo got-term; exit 0' TERM"));
-    host.install(&package(step.clone()));
-    let (run, _) = interrupt(&host, "INT", "10");
-    run.assert_code(1);
-    run.assert_stderr_contains(STOPPED);
-    run.assert_stdout_contains("got-term\n");
-    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
-    assert_eq!(host.ran_count("next.sh"), 0);
-}
-
-#[test]
-fn step_failing_on_sigterm_is_not_marked() {
-    require_root!();
-    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
     host.install(&package(Step::new("plain.sh").script(&sleeper(""))));
-    let (run, _) = interrupt(&host, "TERM", "10");
+    let (run, _) = signal_twice(&host, "INT", "10");
     run.assert_code(1);
     run.assert_stderr_contains(STOPPED);
     assert!(host.files_under(PKG_FLAGS).is_empty());
@@ -94,11 +178,12 @@ fn step_failing_on_sigterm_is_not_marked() {
 fn step_ignoring_sigterm_is_killed_after_the_grace_period() {
     require_root!();
     let host = FakeHost::new();
+    let _reaper = Reaper(&host);
     let step = Step::new("stubborn.sh").script(
         "#!/bin/sh\ntrap '' TERM\necho started > /var/tmp/started\nsleep 30\necho survived\n",
     );
     host.install(&package(step));
-    let (run, since_signal) = interrupt(&host, "TERM", "1");
+    let (run, since_signal) = signal_twice(&host, "TERM", "1");
     run.assert_code(1);
     run.assert_stderr_contains(STOPPED);
     assert!(!run.out().contains("survived"), "{run:?}");
@@ -121,13 +206,14 @@ fn step_ignoring_sigterm_is_killed_after_the_grace_period() {
 fn background_grandchildren_do_not_survive_the_agent() {
     require_root!();
     let host = FakeHost::new();
+    let _reaper = Reaper(&host);
     let step = Step::new("bg.sh").script(
         "#!/bin/sh\nsleep 100 > /var/tmp/gc.out 2>&1 &\necho $! > /var/tmp/gc.pid\n\
          echo started > /var/tmp/started\nsleep 30\n",
     );
     host.install(&package(step));
     let mut pid = 0;
-    let (run, _) = interrupt_after(&host, "TERM", "1", || {
+    let (run, _) = signal_twice_after(&host, "TERM", "1", || {
         pid = host.read_string("var/tmp/gc.pid").trim().parse().unwrap();
         assert!(process_alive(pid), "the grandchild runs before the signal");
     });
@@ -142,13 +228,14 @@ fn background_grandchildren_do_not_survive_the_agent() {
 fn grandchildren_ignoring_sigterm_do_not_survive_the_agent() {
     require_root!();
     let host = FakeHost::new();
+    let _reaper = Reaper(&host);
     let step = Step::new("bg.sh").script(
         "#!/bin/sh\n(trap '' TERM; exec sleep 100) > /var/tmp/gc.out 2>&1 &\necho $! > /var/tmp/gc.pid\n\
          echo started > /var/tmp/started\nsleep 30\n",
     );
     host.install(&package(step));
     let mut pid = 0;
-    let (run, _) = interrupt_after(&host, "TERM", "1", || {
+    let (run, _) = signal_twice_after(&host, "TERM", "1", || {
         pid = host.read_string("var/tmp/gc.pid").trim().parse().unwrap();
         assert!(process_alive(pid), "the grandchild runs before the signal");
     });
@@ -190,4 +277,101 @@ fn step_timeout_does_not_affect_fast_steps() {
     host.install(&Package::simple());
     host.run("apply", &[("SKYHOOK_STEP_TIMEOUT_SECONDS", "30")])
         .assert_success();
+}
+
+#[test]
+fn a_step_that_exited_while_the_agent_was_paused_is_judged_by_its_exit_status() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    // Exits 0 half a second in; the agent is stopped before that and continued after the
+    // 2 s timeout has passed (CPU throttling, a paused VM).
+    let step = Step::new("quick.sh").script(
+        "#!/bin/sh\necho started > /var/tmp/started\nusleep 500000\n\
+         echo \"@PATH@\" >> /var/tmp/ran.log\nexit 0\n",
+    );
+    let pkg = Package::new()
+        .step("apply", step.clone())
+        .step("apply-check", Step::new("quick_check.sh"));
+    host.install(&pkg);
+    let agent = host
+        .tagged_agent()
+        .env("SKYHOOK_STEP_TIMEOUT_SECONDS", "2")
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .spawn();
+    host.wait_for(STARTED, Duration::from_secs(20));
+    agent.signal("STOP");
+    assert!(
+        eventually(Duration::from_secs(10), || host.ran() == ["quick.sh"]),
+        "the step did not finish while the agent was stopped"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    agent.signal("CONT");
+    let run = agent.wait();
+    run.assert_success();
+    assert!(!run.err().contains("timed out"), "{run:?}");
+    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
+    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.legacy_marker())));
+}
+
+#[test]
+fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    // Only files: the killed agent took the read ends of the step's output pipes with it.
+    let step = Step::new("held.sh").script(
+        "#!/bin/sh\necho \"@PATH@ start\" >> /var/tmp/ran.log\necho $$ > /var/tmp/held.pid\n\
+         echo started > /var/tmp/started\n\
+         while [ ! -e /var/tmp/release ]; do usleep 10000; done\n\
+         echo \"@PATH@ done\" >> /var/tmp/ran.log\n",
+    );
+    let pkg = package(step.clone());
+    host.install(&pkg);
+
+    // Outside a container, SIGKILL of the agent alone leaves its step's group running.
+    let first = spawn_apply(&host, "1");
+    let first_pid = first.pid();
+    host.wait_for(STARTED, Duration::from_secs(20));
+    let orphan: u32 = host.read_string("var/tmp/held.pid").trim().parse().unwrap();
+    first.signal("KILL");
+    let killed = first.wait();
+    assert_eq!(killed.code(), None, "{killed:?}");
+    assert!(process_alive(orphan), "the step outlived its agent");
+
+    let mut second = spawn_apply(&host, "1");
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(!second.has_exited(), "the second agent did not wait");
+        assert_eq!(
+            host.ran(),
+            ["held.sh start"],
+            "the step started again beside its orphan"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.write("var/tmp/release", "");
+    let run = second.wait();
+    run.assert_success();
+    run.assert_stderr_line_contains(&[
+        "waiting for an operation of an earlier run to finish",
+        &format!("pgid={orphan}"),
+        "held.sh",
+        &format!("pid={first_pid}"),
+    ]);
+    // The orphan ran to its end first; then the step ran again (it has no marker), alone.
+    assert_eq!(
+        host.ran()[..4],
+        [
+            "held.sh start",
+            "held.sh done",
+            "held.sh start",
+            "held.sh done"
+        ]
+    );
+    assert_eq!(host.ran_count("next.sh"), 1);
+    assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
+    // The lock file no longer names a running group.
+    let lock = host.read_string(&format!("{STATE}/locks/pkg.lock"));
+    assert!(!lock.contains("running:"), "{lock:?}");
 }

@@ -634,8 +634,9 @@ fn step_output_is_relayed_byte_exact() {
     run.assert_stderr_contains("stderr without newline");
 }
 
+/// SPEC §8.4 line framing: the header starts its own line.
 #[test]
-fn next_header_follows_unterminated_step_output_directly() {
+fn next_header_after_unterminated_step_output_starts_its_own_line() {
     require_root!();
     let host = FakeHost::new();
     let pkg = Package::new()
@@ -651,7 +652,7 @@ fn next_header_follows_unterminated_step_output_directly() {
     let banner = Banner::new("apply", &host).render();
     assert_eq!(
         String::from_utf8_lossy(run.after_banner(&banner)),
-        "apply a.sh [] [0] Idempotence.Auto True\nno newlineapply b.sh [] [0] Idempotence.Auto True\n"
+        "apply a.sh [] [0] Idempotence.Auto True\nno newline\napply b.sh [] [0] Idempotence.Auto True\n"
     );
 }
 

@@ -79,14 +79,14 @@ pub fn run(cmd: Interrupts) -> ExitCode {
 
 fn warn_unknown(fields: &[String]) {
     if !fields.is_empty() {
-        eprintln!(
-            "warning: ignoring unknown interrupt fields: {}",
+        crate::eprint_out(&format!(
+            "warning: ignoring unknown interrupt fields: {}\n",
             fields.join(", ")
-        );
+        ));
     }
 }
 
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("agent: {e}");
+    crate::eprint_out(&format!("agent: {e}\n"));
     ExitCode::from(1)
 }

@@ -93,14 +93,14 @@ pub fn run(args: &Plan) -> ExitCode {
 }
 
 fn usage(message: &str) -> ExitCode {
-    eprintln!(
-        "error: {message}\n\nUsage: agent plan [OPTIONS] MODE ROOT COPY_DIR\n       agent plan [OPTIONS] interrupt ROOT COPY_DIR INTERRUPT_DATA\n\nFor more information, try '--help'."
-    );
+    crate::eprint_out(&format!(
+        "error: {message}\n\nUsage: agent plan [OPTIONS] MODE ROOT COPY_DIR\n       agent plan [OPTIONS] interrupt ROOT COPY_DIR INTERRUPT_DATA\n\nFor more information, try '--help'.\n"
+    ));
     ExitCode::from(EXIT_USAGE)
 }
 
 fn fail(e: &anyhow::Error) -> ExitCode {
-    eprintln!("agent plan failed: {e:#}");
+    crate::eprint_out(&format!("agent plan failed: {e:#}\n"));
     ExitCode::from(EXIT_FAILED)
 }
 

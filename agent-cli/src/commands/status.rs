@@ -23,7 +23,7 @@ pub fn run(args: &Status) -> ExitCode {
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("agent status failed: {e}");
+            crate::eprint_out(&format!("agent status failed: {e}\n"));
             return ExitCode::from(1);
         }
     };

@@ -46,6 +46,9 @@ pub struct Relayed {
     pub tail: Tail,
     /// The first error writing the log; output to the agent's streams continued.
     pub log_error: Option<String>,
+    /// The last byte taken from each pipe, in the order the pipes were given (`None`: the
+    /// stream was empty), for the line framing of SPEC §8.4.
+    pub last_bytes: Vec<Option<u8>>,
 }
 
 /// How a chunk reaches the agent's stream.
@@ -68,6 +71,7 @@ struct Stream {
     sink_fd: Option<RawFd>,
     path: Path,
     open: bool,
+    last: Option<u8>,
 }
 
 /// A descriptor of the relay: its pipes, its sinks, its files. Each is owned by the relay (or
@@ -126,6 +130,7 @@ impl Relay {
                     sink_fd,
                     path,
                     open: true,
+                    last: None,
                 }
             })
             .collect();
@@ -183,6 +188,7 @@ impl Relay {
             }
         }
         Relayed {
+            last_bytes: self.streams.iter().map(|s| s.last).collect(),
             tail: self.tail,
             log_error: self.log_error,
         }
@@ -211,6 +217,10 @@ impl Relay {
     /// Hand `buf[..n]` to the agent's stream (when `to_sink`), the log and the tail.
     fn deliver(&mut self, i: usize, n: usize, to_sink: bool) {
         let bytes = &self.buf[..n];
+        // Every chunk ends here, whichever path moved the rest of it.
+        if let Some(&last) = bytes.last() {
+            self.streams[i].last = Some(last);
+        }
         if to_sink {
             // A closed or failing agent stream must not stop the operation (SPEC §8.4).
             let _ = self.streams[i].sink.write_all(bytes);
