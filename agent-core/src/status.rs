@@ -399,19 +399,15 @@ fn interrupt_status(
             .contains("attempts")
             .then(|| read(&format!("{stem}.attempts"), note))
             .flatten()
-            .and_then(|text| Some(interrupts::parse_attempts(&text, boot_id?)));
+            .and_then(|text| interrupts::parse_attempts(&text, boot_id?));
         let op = if exts.contains("complete") {
             let content = read(&format!("{stem}.complete"), note).unwrap_or_default();
+            let corrupt = crate::markers::is_corrupt(content.as_bytes());
             InterruptOperation {
                 operation: stem,
-                state: if content.is_empty() {
-                    "unknown"
-                } else {
-                    "complete"
-                }
-                .into(),
-                detail: if content.is_empty() {
-                    "empty completion marker: the next run does the operation again".into()
+                state: if corrupt { "unknown" } else { "complete" }.into(),
+                detail: if corrupt {
+                    "corrupt completion marker: the next run does the operation again".into()
                 } else {
                     content
                 },
