@@ -133,17 +133,7 @@ pub fn validate(
 /// host, so nothing is created there.
 pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     check_root(root)?;
-    let no_etc = || PreflightError::NoEtc {
-        etc: root.join("etc").display().to_string(),
-        root: root.display().to_string(),
-    };
-    let etc = resolve_in_root(root, &[OsString::from("etc")]).map_err(|e| match e {
-        PreflightError::Other(_) => no_etc(),
-        e => e,
-    })?;
-    if !etc.meta.as_ref().is_some_and(fs::Metadata::is_dir) {
-        return Err(no_etc());
-    }
+    check_host_etc(root)?;
     let source_meta = stat_source(source)?;
     if !source_meta.is_file() {
         return Err(PreflightError::Unsupported {
@@ -167,6 +157,27 @@ pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     replace_file(source, &dest.real, source_meta.mode() & 0o777, &dest.host)?;
     tracing::debug!(source = %source.display(), destination = %dest.host, "copied resolv.conf to the host");
     Ok(())
+}
+
+/// SPEC §6.3: `<root>/etc` is a directory (following links inside ROOT), as on every host;
+/// without it the host's `/` is not mounted at ROOT.
+///
+/// # Errors
+/// [`PreflightError::NoEtc`], or a link at `/etc` leading out of ROOT.
+pub fn check_host_etc(root: &Path) -> Result<(), PreflightError> {
+    let no_etc = || PreflightError::NoEtc {
+        etc: root.join("etc").display().to_string(),
+        root: root.display().to_string(),
+    };
+    let etc = resolve_in_root(root, &[OsString::from("etc")]).map_err(|e| match e {
+        PreflightError::Other(_) | PreflightError::Io { .. } => no_etc(),
+        e => e,
+    })?;
+    if etc.meta.as_ref().is_some_and(fs::Metadata::is_dir) {
+        Ok(())
+    } else {
+        Err(no_etc())
+    }
 }
 
 /// Make sure `<root><copy_dir>` holds the package (SPEC §6.4).

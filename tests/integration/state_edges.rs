@@ -106,6 +106,14 @@ fn copy_resolv_on_a_host_root_without_etc_fails_and_creates_nothing() {
         ));
         before.assert_unchanged(&host.snapshot(), &format!("/etc {etc}"));
         assert!(host.ran().is_empty(), "{:?}", host.ran());
+        // The plan predicts it.
+        let plan = host
+            .agent()
+            .env("COPY_RESOLV", "true")
+            .args(["plan", "apply", &root, COPY_DIR])
+            .run();
+        plan.assert_code(1);
+        plan.assert_stdout_contains("cannot copy resolv.conf");
     }
 }
 
