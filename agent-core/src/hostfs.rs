@@ -147,6 +147,14 @@ impl HostFs {
         self.walk_create(&dir).map(drop)
     }
 
+    /// Check, writing nothing, that the existing part of a directory path can be written
+    /// through: no component below ROOT is a symbolic link or a non-directory (what every
+    /// write below it would refuse). Missing components are fine: writers create them.
+    pub fn check_dir_path(&self, host_path: &Path) -> Result<(), HostFsError> {
+        let dir = Self::clean(host_path)?;
+        self.walk_existing(&dir).map(drop)
+    }
+
     /// Atomic replace (temp file in the same directory, fsync, rename, directory fsync),
     /// mode 0600, parents created as by [`HostFs::create_dir_all`].
     pub fn write_atomic(&self, host_path: &Path, contents: &[u8]) -> Result<(), HostFsError> {

@@ -662,8 +662,10 @@ fn read_attempts(fs: &HostFs, file: &Path, boot_id: &str) -> Result<u32, String>
         Ok(None) => Ok(0),
         Ok(Some(bytes)) => {
             let text = String::from_utf8_lossy(&bytes);
-            parse_attempts(&text, boot_id)
-                .ok_or_else(|| format!("not a boot-id/attempts record: {:?}", text.trim()))
+            parse_attempts(&text, boot_id).ok_or_else(|| {
+                let shown: String = text.trim().chars().take(100).collect();
+                format!("not a boot-id/attempts record: {shown:?}")
+            })
         }
         Err(e) => Err(crate::errors::Chain(&e).to_string()),
     }

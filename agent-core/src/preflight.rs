@@ -68,6 +68,13 @@ pub enum PreflightError {
     },
     #[error("copy directory {0}: the package directory cannot be the host root")]
     CopyDirIsRoot(String),
+    /// STATE cannot be written through (a link or a file along the path).
+    #[error("SKYHOOK_ROOT_DIR {path}")]
+    StateDir {
+        path: String,
+        #[source]
+        source: HostFsError,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -83,8 +90,10 @@ pub struct Validated {
 /// SPEC §6 step 1: everything that can be checked before the first write, shared by the run and
 /// `agent plan` so both fail alike: the resource ID's form (one path component for an
 /// interrupt), ROOT a directory, COPY_DIR neither `/` nor ROOT itself (also through links) and
-/// not leading out of ROOT. The environment (SKYHOOK_DATA_DIR absolute, STATE and LOGS inside
-/// ROOT) was checked when [`Runtime`] was built. Nothing is written.
+/// not leading out of ROOT, and STATE free of links and files along its path (every state
+/// write would refuse them, after resolv.conf and the package data were written). The
+/// environment (SKYHOOK_DATA_DIR absolute, STATE and LOGS inside ROOT) was checked when
+/// [`Runtime`] was built. Nothing is written.
 ///
 /// # Errors
 /// The first problem, naming the variable or argument and the path.
@@ -120,6 +129,12 @@ pub fn validate(
             ));
         }
     }
+    HostFs::new(root)
+        .check_dir_path(&rt.state_dir)
+        .map_err(|source| PreflightError::StateDir {
+            path: rt.state_dir.display().to_string(),
+            source,
+        })?;
     Ok(Validated {
         resource_id,
         copy_dir: cleaned,

@@ -166,6 +166,34 @@ fn a_copy_dir_that_is_the_host_root_is_rejected_before_resolv_conf_is_copied() {
 }
 
 #[test]
+fn a_state_path_through_a_link_is_rejected_before_resolv_conf_is_copied() {
+    for (link, target) in [
+        ("var/lib/skyhook", "skyhook-elsewhere"),
+        ("var/lib/skyhook/sk1", "/var/tmp"),
+    ] {
+        let host = FakeHost::new();
+        host.mkdir("var/lib/skyhook-elsewhere");
+        host.mkdir("var/moved");
+        off_host().write_into(&host.path("var/moved"), host.root());
+        host.write("etc/resolv.conf", "nameserver 192.0.2.1\n");
+        host.symlink(link, target);
+        let before = host.snapshot();
+        let run = host
+            .agent()
+            .env("COPY_RESOLV", "true")
+            .args(["apply", &host.root_str(), "/var/moved"])
+            .run();
+        before.assert_unchanged(&host.snapshot(), link);
+        run.assert_code(1);
+        assert_eq!(run.out(), "", "validation comes before the banner");
+        run.assert_stderr_line_contains(&[
+            "SKYHOOK_ROOT_DIR /var/lib/skyhook/sk1",
+            &format!("/{link} is a symbolic link"),
+        ]);
+    }
+}
+
+#[test]
 fn plan_fails_exactly_as_the_run_on_a_bad_resource_id_or_copy_dir() {
     let host = FakeHost::new();
     host.install(&off_host());
