@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use agent_core::banner::{self, Invocation};
+use agent_core::errors::Chain;
 use agent_core::execution::{self, Output};
 use agent_core::hostfs::HostFs;
 use agent_core::identity::ResourceId;
@@ -143,12 +144,11 @@ fn run_operator(
     copy_dir: &Path,
     data: Option<&str>,
 ) -> anyhow::Result<()> {
-    let rid = ResourceId::parse(&rt.resource_id)?;
-    if stage_mode.is_none() {
-        rid.check_directory_name()?;
-    }
-    let copy_dir = HostFs::clean(copy_dir)
-        .with_context(|| format!("copy directory {}", copy_dir.display()))?;
+    // SPEC §6 step 1: nothing is written before the whole input is known good.
+    let preflight::Validated {
+        resource_id: rid,
+        copy_dir,
+    } = preflight::validate(root, copy_dir, rt, stage_mode.is_none())?;
     let output = Output::process();
     output.print(&banner::render(
         &Invocation {
@@ -253,7 +253,7 @@ fn run_operator(
 fn save_results(fs: &HostFs, state_dir: &Path, record: &RunRecord) {
     let file = results::path(state_dir, &record.package, &record.version, &record.mode);
     if let Err(e) = results::write(fs, &file, record) {
-        warn!(file = %file.display(), error = %e, "could not write the results record");
+        warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
 }
 

@@ -56,7 +56,7 @@ const NAME_MAX: usize = 255;
 /// Temp files younger than this may belong to a writer that is still running (another agent
 /// pod of the same Skyhook shares STATE, and each pod has its own PID namespace, so the PID in
 /// the name cannot tell a live writer from a dead one).
-const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
+pub(crate) const STALE_TEMP_AGE: Duration = Duration::from_secs(10 * 60);
 
 /// Marker between the target name and the writer's identity in temp file names.
 const TEMP_INFIX: &str = ".tmp.";
@@ -145,6 +145,14 @@ impl HostFs {
     pub fn create_dir_all(&self, host_path: &Path) -> Result<(), HostFsError> {
         let dir = Self::clean(host_path)?;
         self.walk_create(&dir).map(drop)
+    }
+
+    /// Check, writing nothing, that the existing part of a directory path can be written
+    /// through: no component below ROOT is a symbolic link or a non-directory (what every
+    /// write below it would refuse). Missing components are fine: writers create them.
+    pub fn check_dir_path(&self, host_path: &Path) -> Result<(), HostFsError> {
+        let dir = Self::clean(host_path)?;
+        self.walk_existing(&dir).map(drop)
     }
 
     /// Atomic replace (temp file in the same directory, fsync, rename, directory fsync),
@@ -401,7 +409,7 @@ impl HostFs {
         let names = match self.list_dir(dir) {
             Ok(names) => names,
             Err(err) => {
-                tracing::debug!(dir = %dir.display(), error = %err, "cannot list directory for stale temp files");
+                tracing::debug!(dir = %dir.display(), error = %crate::errors::Chain(&err), "cannot list directory for stale temp files");
                 return 0;
             }
         };
@@ -414,7 +422,7 @@ impl HostFs {
                     if now.duration_since(modified).unwrap_or_default() >= min_age => {}
                 Ok(_) => continue,
                 Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %err, "cannot inspect temp file");
+                    tracing::debug!(file = %path.display(), error = %crate::errors::Chain(&err), "cannot inspect temp file");
                     continue;
                 }
             }
@@ -422,7 +430,7 @@ impl HostFs {
                 Ok(true) => removed += 1,
                 Ok(false) => {}
                 Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %err, "cannot remove stale temp file");
+                    tracing::debug!(file = %path.display(), error = %crate::errors::Chain(&err), "cannot remove stale temp file");
                 }
             }
         }
@@ -526,6 +534,18 @@ pub fn is_temp_name(name: &str) -> bool {
         && random.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Whether `name` is a temp file of [`HostFs::write_atomic`] (or a pre-flight copy) for
+/// `target`: the target part may be shortened to fit `NAME_MAX` (see [`temp_name`]).
+pub(crate) fn is_temp_name_of(name: &str, target: &str) -> bool {
+    if !is_temp_name(name) {
+        return false;
+    }
+    let infix = name.rfind(TEMP_INFIX).expect("a temp name has the infix");
+    let shown = &name[1..infix];
+    // A shortened target leaves the whole name within a UTF-8 character (3 bytes) of NAME_MAX.
+    shown == target || (target.starts_with(shown) && name.len() + 3 >= NAME_MAX)
+}
+
 /// Open the directory `name` inside `parent` without following a link; `None` if absent.
 fn open_dir_at(
     parent: &OwnedFd,
@@ -596,7 +616,7 @@ fn create_temp(dir: &OwnedFd, target: &Target) -> Result<(OsString, File), HostF
 
 /// `.<name>.tmp.<pid>.<random>`, with `<name>` shortened so the whole stays within
 /// `NAME_MAX`: legacy marker names may themselves be close to 255 bytes (SPEC §8.7).
-fn temp_name(target: &OsStr) -> OsString {
+pub(crate) fn temp_name(target: &OsStr) -> OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
@@ -1036,6 +1056,22 @@ mod tests {
             assert!(!is_temp_name(not_temp), "{not_temp}");
         }
         assert!(is_temp_name(".history.json.tmp.1.00ff"));
+    }
+
+    #[test]
+    fn temp_names_tell_their_target() {
+        for target in [
+            "resolv.conf",
+            "é".repeat(200).as_str(),
+            "x".repeat(255).as_str(),
+        ] {
+            let name = temp_name(OsStr::new(target)).into_string().unwrap();
+            assert!(is_temp_name_of(&name, target), "{name} of {target}");
+            assert!(!is_temp_name_of(&name, "passwd"), "{name}");
+        }
+        assert!(!is_temp_name_of(".resolv.conf.tmp.1.ab", "resolv"));
+        assert!(!is_temp_name_of(".resolv.tmp.1.ab", "resolv.conf"));
+        assert!(!is_temp_name_of("resolv.conf", "resolv.conf"));
     }
 
     #[test]

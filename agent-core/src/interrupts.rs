@@ -379,12 +379,10 @@ impl InterruptContext {
         let previous = fs
             .read(&pending)
             .map_err(state_err(format!("reading {}", pending.display())))?;
-        let counted = fs
-            .read(&attempts)
-            .map_err(state_err(format!("reading {}", attempts.display())))?;
+        let counted = read_attempts(fs, &attempts, &boot_id);
         let count = match after_reboot_step(
             previous.as_deref(),
-            counted.as_deref(),
+            &counted,
             &boot_id,
             s.reboot_max_attempts,
         ) {
@@ -406,7 +404,17 @@ impl InterruptContext {
                 });
                 return Ok(Status::Success);
             }
-            RebootStep::Refuse { count } => return Err(InterruptError::RebootLoop(count)),
+            RebootStep::Refuse { count } => {
+                if let Err(reason) = &counted {
+                    warn!(
+                        file = %attempts.display(),
+                        error = %reason,
+                        "unreadable reboot attempts file; counting it as the limit and refusing \
+                         to reboot until a human looks"
+                    );
+                }
+                return Err(InterruptError::RebootLoop(count));
+            }
             RebootStep::Reboot {
                 attempt,
                 pending: state,
@@ -424,21 +432,31 @@ impl InterruptContext {
             }
         };
 
-        // SPEC §9.6: count attempts under this boot ID; the pending marker keeps upstream's
-        // exact format, so the count lives in its own file.
-        fs.write_atomic(
-            &attempts,
-            format!("boot-id:{boot_id}\nattempts:{}\n", count + 1).as_bytes(),
-        )
-        .map_err(state_err(format!("writing {}", attempts.display())))?;
         // Durable before the command starts: the reboot may kill us at any instant after.
         fs.write_atomic(&pending, format!("boot-id:{boot_id}\n").as_bytes())
             .map_err(state_err(format!("writing {}", pending.display())))?;
 
         let reason = format!("reboot requested under boot ID {boot_id}");
-        let outcome = self
+        let result = self
             .execute(&command, CompletionPolicy::AfterReboot, &reason)
-            .await?;
+            .await;
+        // SPEC §9.6: an attempt counts only once the command was started after its pending
+        // marker was written. A missing `reboot`, a spawn failure or a failed pending write
+        // spends nothing, so a node whose `reboot` is back is not refused forever. The pending
+        // marker keeps upstream's exact format, so the count lives in its own file. (An agent
+        // killed while the command runs records no attempt; the boot ID changes with a real
+        // reboot, and the count restarts then anyway.)
+        if was_spawned(&result) {
+            let record = format!("boot-id:{boot_id}\nattempts:{}\n", count + 1);
+            if let Err(e) = fs.write_atomic(&attempts, record.as_bytes()) {
+                warn!(
+                    file = %attempts.display(),
+                    error = %crate::errors::Chain(&e),
+                    "could not record the reboot attempt"
+                );
+            }
+        }
+        let outcome = result?;
         if outcome.cancelled {
             return Ok(self.shutdown());
         }
@@ -618,18 +636,55 @@ fn now_stamp() -> String {
     timestamp::rfc3339_nano(SystemTime::now())
 }
 
-/// The attempt count recorded under `boot_id` (0 if it was recorded under another boot).
-pub fn parse_attempts(text: &str, boot_id: &str) -> u32 {
+/// The attempt count recorded under `boot_id` in an attempts file (`boot-id:<id>` and
+/// `attempts:<n>` lines): 0 if it was recorded under another boot, `None` if the text is not
+/// such a record (SPEC §9.6: the caller counts that as the limit, never as 0).
+pub fn parse_attempts(text: &str, boot_id: &str) -> Option<u32> {
     let mut id = None;
-    let mut count = 0;
-    for line in text.lines() {
+    let mut count = None;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         if let Some(v) = line.strip_prefix("boot-id:") {
-            id = Some(v.trim());
+            if id.replace(v.trim()).is_some() {
+                return None;
+            }
         } else if let Some(v) = line.strip_prefix("attempts:") {
-            count = v.trim().parse().unwrap_or(0);
+            if count.replace(v.trim().parse::<u32>().ok()?).is_some() {
+                return None;
+            }
+        } else {
+            return None;
         }
     }
-    if id == Some(boot_id) { count } else { 0 }
+    match (id.filter(|i| !i.is_empty())?, count?) {
+        (id, _) if id != boot_id => Some(0),
+        (_, count) => Some(count),
+    }
+}
+
+/// The attempts counted under `boot_id` (0 when there is no file), or why the file cannot be
+/// trusted: unreadable, or not a record [`parse_attempts`] accepts.
+fn read_attempts(fs: &HostFs, file: &Path, boot_id: &str) -> Result<u32, String> {
+    match fs.read(file) {
+        Ok(None) => Ok(0),
+        Ok(Some(bytes)) => {
+            let text = String::from_utf8_lossy(&bytes);
+            parse_attempts(&text, boot_id).ok_or_else(|| {
+                let shown: String = text.trim().chars().take(100).collect();
+                format!("not a boot-id/attempts record: {shown:?}")
+            })
+        }
+        Err(e) => Err(crate::errors::Chain(&e).to_string()),
+    }
+}
+
+/// Whether the command of an operation got as far as being started (so a reboot attempt was
+/// made), judged from what [`InterruptContext::execute`] returned.
+fn was_spawned(result: &Result<execution::Outcome, InterruptError>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(InterruptError::Exec { source, .. }) => !matches!(source, ExecError::Spawn { .. }),
+        Err(_) => false,
+    }
 }
 
 /// What an after-reboot operation does next (SPEC §9.4, §9.6), decided from its pending
@@ -656,7 +711,7 @@ enum PendingState {
 
 fn after_reboot_step(
     pending: Option<&[u8]>,
-    attempts: Option<&[u8]>,
+    attempts: &Result<u32, String>,
     boot_id: &str,
     max_attempts: u32,
 ) -> RebootStep {
@@ -675,9 +730,8 @@ fn after_reboot_step(
             }
         }
     };
-    let count = attempts.map_or(0, |bytes| {
-        parse_attempts(&String::from_utf8_lossy(bytes), boot_id)
-    });
+    // SPEC §9.6: an attempts file that cannot be trusted counts as the limit.
+    let count = attempts.as_ref().map_or(max_attempts, |&count| count);
     if count >= max_attempts {
         RebootStep::Refuse { count }
     } else {
@@ -755,12 +809,19 @@ impl InterruptContext {
         let previous =
             s.fs.read(&pending)
                 .map_err(state_err(format!("reading {}", pending.display())))?;
-        let counted =
-            s.fs.read(&attempts)
-                .map_err(state_err(format!("reading {}", attempts.display())))?;
+        let counted = read_attempts(&s.fs, &attempts, &boot_id);
         let max = s.reboot_max_attempts;
         Ok(
-            match after_reboot_step(previous.as_deref(), counted.as_deref(), &boot_id, max) {
+            match after_reboot_step(previous.as_deref(), &counted, &boot_id, max) {
+                RebootStep::Refuse { .. } if counted.is_err() => (
+                    PlannedAction::Fail,
+                    format!(
+                        "loop guard would refuse: {} cannot be read ({}), which counts as \
+                         SKYHOOK_REBOOT_MAX_ATTEMPTS={max}",
+                        attempts.display(),
+                        counted.as_ref().err().map_or("", String::as_str)
+                    ),
+                ),
                 RebootStep::Promote { since } => (
                     PlannedAction::Skip,
                     format!(
@@ -937,9 +998,20 @@ mod tests {
 
     #[test]
     fn attempts_count_only_under_the_same_boot() {
-        assert_eq!(parse_attempts("boot-id:a\nattempts:2\n", "a"), 2);
-        assert_eq!(parse_attempts("boot-id:a\nattempts:2\n", "b"), 0);
-        assert_eq!(parse_attempts("garbage", "a"), 0);
+        assert_eq!(parse_attempts("boot-id:a\nattempts:2\n", "a"), Some(2));
+        assert_eq!(parse_attempts("boot-id:a\nattempts:2\n", "b"), Some(0));
+        // SPEC §9.6: what cannot be read is never 0.
+        for unreadable in [
+            "garbage",
+            "",
+            "boot-id:a\n",
+            "attempts:2\n",
+            "boot-id:a\nattempts:two\n",
+            "boot-id:a\nattempts:1\nattempts:0\n",
+            "boot-id:\nattempts:1\n",
+        ] {
+            assert_eq!(parse_attempts(unreadable, "a"), None, "{unreadable:?}");
+        }
     }
 
     #[test]

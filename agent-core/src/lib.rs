@@ -6,6 +6,7 @@
 //! crate and serde only, using the re-exports below.
 
 pub mod banner;
+pub mod errors;
 pub mod execution;
 pub mod gojson;
 pub mod history;

@@ -223,18 +223,29 @@ mod tests {
     }
 }
 
+/// SPEC §5, §8.7: a completion marker that is empty, whitespace only, or holds a NUL byte is
+/// corrupt. A writer killed mid-write (a non-atomic agent) leaves it empty; XFS leaves a file
+/// whose data never reached the disk before a crash full of NULs. Any other content counts:
+/// every upstream writer puts `last_run: …` there, but only existence was ever checked.
+pub fn is_corrupt(content: &[u8]) -> bool {
+    content.iter().all(u8::is_ascii_whitespace) || content.contains(&0)
+}
+
 /// Whether the marker at `path` records a completion (SPEC §5, §8.7, §9.3): a regular file
-/// with content. An empty one (left by a writer killed mid-write, as a non-atomic agent can)
-/// means "unknown": the safe action, running again, is taken with a warning. Anything other
-/// than a regular file at the path is an error.
+/// that is not [corrupt](is_corrupt). A corrupt one means "unknown": the safe action, running
+/// again, is taken with a warning. Anything other than a regular file at the path is an error.
 pub fn is_done(
     fs: &crate::hostfs::HostFs,
     path: &std::path::Path,
 ) -> Result<bool, crate::hostfs::HostFsError> {
     match fs.read(path)? {
         None => Ok(false),
-        Some(content) if content.iter().all(u8::is_ascii_whitespace) => {
-            tracing::warn!(marker = %path.display(), "empty completion marker; treating the work as not done");
+        Some(content) if is_corrupt(&content) => {
+            tracing::warn!(
+                marker = %path.display(),
+                bytes = content.len(),
+                "corrupt completion marker (empty, blank or NUL bytes); treating the work as not done"
+            );
             Ok(false)
         }
         Some(_) => Ok(true),
@@ -258,6 +269,17 @@ mod is_done_tests {
         assert!(!is_done(&fs, p).unwrap(), "empty means unknown");
         std::fs::write(root.path().join("flags/m"), "last_run: x").unwrap();
         assert!(is_done(&fs, p).unwrap());
+        std::fs::write(root.path().join("flags/m"), [0u8; 38]).unwrap();
+        assert!(!is_done(&fs, p).unwrap(), "NUL-filled means unknown");
+        std::fs::write(root.path().join("flags/m"), b"last_run: x\0\0").unwrap();
+        assert!(!is_done(&fs, p).unwrap(), "a NUL anywhere means corrupt");
+        std::fs::write(root.path().join("flags/m"), b"\n\t ").unwrap();
+        assert!(!is_done(&fs, p).unwrap(), "blank means unknown");
+        std::fs::write(root.path().join("flags/m"), b"1796034537.5101383").unwrap();
+        assert!(
+            is_done(&fs, p).unwrap(),
+            "the Python agent's content counts"
+        );
         std::fs::remove_file(root.path().join("flags/m")).unwrap();
         std::fs::create_dir(root.path().join("flags/m")).unwrap();
         assert!(is_done(&fs, p).is_err(), "a directory is an error");

@@ -595,12 +595,24 @@ impl Validator {
         let step_path = self
             .required(object, path, "path")
             .and_then(|v| self.string(v, &field(path, "path")));
-        let step_path = step_path.filter(|p| match step_path_problem(p) {
-            Some(problem) => {
+        let step_path = step_path.filter(|p| {
+            if let Some(problem) = step_path_problem(p) {
                 self.error(&field(path, "path"), problem);
-                false
+                return false;
             }
-            None => true,
+            // `check_results` holds one `<PATH> <True|False>` line per step, and headers and
+            // logs name the path: a newline (or any control character) breaks them.
+            if p.chars().any(char::is_control) {
+                self.warning(
+                    &field(path, "path"),
+                    format!(
+                        "{} contains a control character, which breaks the lines of \
+                         check_results, execution headers and logs",
+                        quote(p)
+                    ),
+                );
+            }
+            true
         });
 
         let arguments = self
@@ -1652,6 +1664,21 @@ mod tests {
         let (config, _) = parse(&doc).unwrap();
         assert!(config.steps(Mode::Upgrade)[0].upgrade_step);
         assert!(config.steps(Mode::UpgradeCheck)[0].upgrade_step);
+    }
+
+    #[test]
+    fn control_characters_in_a_step_path_are_a_warning() {
+        let mut doc = minimal();
+        doc["modes"]["apply"][0]["path"] = json!("a\nb.sh");
+        doc["modes"]["apply-check"][0]["path"] = json!("a\nb_check.sh");
+        let found = warnings(&doc);
+        assert!(
+            found
+                .iter()
+                .any(|w| w
+                    .starts_with("modes.apply[0].path: \"a\\nb.sh\" contains a control character")),
+            "{found:?}"
+        );
     }
 
     #[test]

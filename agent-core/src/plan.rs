@@ -142,6 +142,7 @@ pub fn plan_stage(
     if rt.copy_resolv {
         writes.push("/etc/resolv.conf (COPY_RESOLV)".to_owned());
     }
+    let resolv_failure = resolv_failure(root, rt);
 
     // SPEC §6.4: an existing package directory is used as is, else SKYHOOK_DATA_DIR is copied.
     let package_real = join_under(root, copy_dir);
@@ -176,12 +177,12 @@ pub fn plan_stage(
             source,
         })?;
 
-    let mut failure = None;
+    let mut failure = resolv_failure;
     if !mode.is_uninstall() {
         // SPEC §6.7: the run checks these before any step.
         for entry in &config.expected_config_files {
             if let Err(e) = preflight::check_config_file(&source.join("configmaps"), entry) {
-                failure.get_or_insert(e.to_string());
+                failure.get_or_insert(crate::errors::Chain(&e).to_string());
             }
         }
         let overlay = source.join("root_dir");
@@ -404,6 +405,14 @@ pub fn plan_stage(
     })
 }
 
+/// SPEC §6.3: a run with `COPY_RESOLV` stops before anything else on a root without `/etc`.
+fn resolv_failure(root: &Path, rt: &Runtime) -> Option<String> {
+    rt.copy_resolv
+        .then(|| preflight::check_host_etc(root).err())
+        .flatten()
+        .map(|e| e.to_string())
+}
+
 /// Plan the interrupt `interrupt` for resource `rid`, with the settings a run would use.
 pub async fn plan_interrupt(
     fs: &HostFs,
@@ -439,7 +448,8 @@ pub async fn plan_interrupt(
         reboot_wait: interrupts::REBOOT_WAIT,
     };
     let (operations, result) = interrupts::plan_interrupt(settings, interrupt).await;
-    let mut failure = result.err().map(|e| e.to_string());
+    let mut failure = resolv_failure(fs.root(), rt)
+        .or_else(|| result.err().map(|e| crate::errors::Chain(&e).to_string()));
     if failure.is_none() {
         failure = operations
             .iter()
@@ -453,7 +463,7 @@ pub async fn plan_interrupt(
         let name = |suffix: &str| display(&markers_dir.join(format!("{}.{suffix}", op.operation)));
         match (op.action, op.policy) {
             (PlannedAction::Run, Some(crate::CompletionPolicy::AfterReboot)) => {
-                writes.push(format!("{} (before the command)", name("attempts")));
+                writes.push(format!("{} (once the command started)", name("attempts")));
                 writes.push(format!("{} (before the command)", name("pending")));
                 logged = true;
             }

@@ -14,7 +14,11 @@ use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use crate::hostfs::{self, HostFs, HostFsError};
+use crate::identity::{IdentityError, ResourceId};
+use crate::runtime::Runtime;
 
 /// Errors of pre-flight; messages name the paths involved.
 #[derive(Debug, thiserror::Error)]
@@ -48,29 +52,109 @@ pub enum PreflightError {
         #[source]
         source: io::Error,
     },
+    /// SPEC §6.3: without `<R>/etc` the host is not mounted where the agent was told.
+    #[error(
+        "cannot copy resolv.conf: {etc} is not a directory; is the host's root mounted at {root}?"
+    )]
+    NoEtc { etc: String, root: String },
+    #[error(transparent)]
+    ResourceId(#[from] IdentityError),
+    /// COPY_DIR climbs above `/`.
+    #[error("copy directory {path}")]
+    CopyDir {
+        path: String,
+        #[source]
+        source: HostFsError,
+    },
+    #[error("copy directory {0}: the package directory cannot be the host root")]
+    CopyDirIsRoot(String),
+    /// STATE cannot be written through (a link or a file along the path).
+    #[error("SKYHOOK_ROOT_DIR {path}")]
+    StateDir {
+        path: String,
+        #[source]
+        source: HostFsError,
+    },
     #[error("{0}")]
     Other(String),
 }
 
+/// The inputs of a run once SPEC §6 step 1 accepted them.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    pub resource_id: ResourceId,
+    /// COPY_DIR, cleaned, host-absolute.
+    pub copy_dir: PathBuf,
+}
+
+/// SPEC §6 step 1: everything that can be checked before the first write, shared by the run and
+/// `agent plan` so both fail alike: the resource ID's form (one path component for an
+/// interrupt), ROOT a directory, COPY_DIR neither `/` nor ROOT itself (also through links) and
+/// not leading out of ROOT, and STATE free of links and files along its path (every state
+/// write would refuse them, after resolv.conf and the package data were written). The
+/// environment (SKYHOOK_DATA_DIR absolute, STATE and LOGS inside ROOT) was checked when
+/// [`Runtime`] was built. Nothing is written.
+///
+/// # Errors
+/// The first problem, naming the variable or argument and the path.
+pub fn validate(
+    root: &Path,
+    copy_dir: &Path,
+    rt: &Runtime,
+    interrupt: bool,
+) -> Result<Validated, PreflightError> {
+    let resource_id = ResourceId::parse(&rt.resource_id)?;
+    if interrupt {
+        resource_id.check_directory_name()?;
+    }
+    let cleaned = HostFs::clean(copy_dir).map_err(|source| PreflightError::CopyDir {
+        path: copy_dir.display().to_string(),
+        source,
+    })?;
+    check_root(root)?;
+    let components = host_components(&cleaned)?;
+    if components.is_empty() {
+        return Err(PreflightError::CopyDirIsRoot(
+            copy_dir.display().to_string(),
+        ));
+    }
+    check_links_stay_in_root(root, &components)?;
+    // A link along COPY_DIR may lead back to ROOT itself: copying or overlaying there would
+    // write the package over the host's top directory.
+    let real = join_real(root, &components);
+    if let (Ok(real), Ok(root_real)) = (fs::canonicalize(&real), fs::canonicalize(root)) {
+        if real == root_real {
+            return Err(PreflightError::CopyDirIsRoot(
+                copy_dir.display().to_string(),
+            ));
+        }
+    }
+    HostFs::new(root)
+        .check_dir_path(&rt.state_dir)
+        .map_err(|source| PreflightError::StateDir {
+            path: rt.state_dir.display().to_string(),
+            source,
+        })?;
+    Ok(Validated {
+        resource_id,
+        copy_dir: cleaned,
+    })
+}
+
 /// Copy `source` (the container's `/etc/resolv.conf`, following links) to `<root>/etc/resolv.conf`.
 ///
-/// A destination link is followed if it resolves inside ROOT (SPEC §6.3); `<root>/etc` is
-/// created if missing (the legacy agent crashed there).
+/// A destination link is followed if it resolves inside ROOT (SPEC §6.3). `<root>/etc` must
+/// already be a directory (following links inside ROOT): a host root without one is not the
+/// host, so nothing is created there.
 pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     check_root(root)?;
+    check_host_etc(root)?;
     let source_meta = stat_source(source)?;
     if !source_meta.is_file() {
         return Err(PreflightError::Unsupported {
             path: source.display().to_string(),
             kind: kind_name(source_meta.file_type()),
         });
-    }
-
-    let etc = resolve_in_root(root, &[OsString::from("etc")])?;
-    match &etc.meta {
-        None => create_dirs(&etc.real, 0o755, &etc.host)?,
-        Some(meta) if meta.is_dir() => {}
-        Some(meta) => return Err(not_a_directory(&etc.host, meta)),
     }
 
     let dest = resolve_in_root(
@@ -90,6 +174,27 @@ pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     Ok(())
 }
 
+/// SPEC §6.3: `<root>/etc` is a directory (following links inside ROOT), as on every host;
+/// without it the host's `/` is not mounted at ROOT.
+///
+/// # Errors
+/// [`PreflightError::NoEtc`], or a link at `/etc` leading out of ROOT.
+pub fn check_host_etc(root: &Path) -> Result<(), PreflightError> {
+    let no_etc = || PreflightError::NoEtc {
+        etc: root.join("etc").display().to_string(),
+        root: root.display().to_string(),
+    };
+    let etc = resolve_in_root(root, &[OsString::from("etc")]).map_err(|e| match e {
+        PreflightError::Other(_) | PreflightError::Io { .. } => no_etc(),
+        e => e,
+    })?;
+    if etc.meta.as_ref().is_some_and(fs::Metadata::is_dir) {
+        Ok(())
+    } else {
+        Err(no_etc())
+    }
+}
+
 /// Make sure `<root><copy_dir>` holds the package (SPEC §6.4).
 ///
 /// An existing directory is used as is. Otherwise `data_dir` is copied and `node_files` (if it
@@ -104,8 +209,8 @@ pub fn ensure_package_data(
     check_root(root)?;
     let components = host_components(copy_dir)?;
     if components.is_empty() {
-        return Err(PreflightError::Other(
-            "the package directory cannot be the host root".to_owned(),
+        return Err(PreflightError::CopyDirIsRoot(
+            copy_dir.display().to_string(),
         ));
     }
     let host = host_display(&components);
@@ -156,11 +261,9 @@ pub fn ensure_package_data(
     let parent = dest.parent().expect("a path below ROOT has a parent");
     let parent_host = host_display(&components[..components.len() - 1]);
     create_dirs(parent, 0o755, &parent_host)?;
-    let temp = parent.join(temp_name("partial"));
-    // A killed run whose pid came back (a restarted container) may have left this name.
-    if fs::symlink_metadata(&temp).is_ok() {
-        fs::remove_dir_all(&temp).map_err(io_error("removing stale partial copy", &host))?;
-    }
+    let name = components.last().expect("checked non-empty above");
+    clean_stale_copies(parent, name);
+    let temp = parent.join(hostfs::temp_name(name));
     DirBuilder::new()
         .mode(0o700)
         .create(&temp)
@@ -726,7 +829,9 @@ fn replace_file(source: &Path, dest: &Path, mode: u32, host: &str) -> Result<(),
         });
     }
 
-    let temp = dir.join(temp_name("tmp"));
+    let target = dest.file_name().expect("a destination file has a name");
+    clean_stale_copies(dir, target);
+    let temp = dir.join(hostfs::temp_name(target));
     let mut write = || -> io::Result<()> {
         let mut output = OpenOptions::new()
             .write(true)
@@ -751,14 +856,65 @@ fn replace_file(source: &Path, dest: &Path, mode: u32, host: &str) -> Result<(),
     Ok(())
 }
 
-/// A hidden name unique within the host: pid plus a per-process counter.
-fn temp_name(kind: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    format!(
-        ".skyhook-{kind}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+/// SPEC §5: remove what killed copies of `target` left in `dir` — temp files and partial
+/// package directories in [`hostfs::temp_name`]'s scheme, and the `.skyhook-tmp-*` /
+/// `.skyhook-partial-*` names of earlier releases — once they are old enough that no live
+/// writer can own them. Temp files of other targets in a host directory belong to whoever
+/// wrote them and are left alone. Best effort.
+fn clean_stale_copies(dir: &Path, target: &std::ffi::OsStr) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let target = target.to_string_lossy();
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !(hostfs::is_temp_name_of(name, &target) || is_earlier_temp_name(name)) {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a link: a link is never one of ours.
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or(Duration::ZERO);
+        if meta.file_type().is_symlink() || age < hostfs::STALE_TEMP_AGE {
+            continue;
+        }
+        let path = entry.path();
+        let removed = if meta.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => tracing::debug!(file = %path.display(), "removed a stale temp file"),
+            Err(e) => {
+                tracing::debug!(file = %path.display(), error = %e, "cannot remove stale temp file");
+            }
+        }
+    }
+}
+
+/// `.skyhook-tmp-<pid>-<n>` and `.skyhook-partial-<pid>-<n>`: temp names of earlier releases.
+fn is_earlier_temp_name(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(".skyhook-tmp-")
+        .or_else(|| name.strip_prefix(".skyhook-partial-"))
+    else {
+        return false;
+    };
+    rest.split_once('-').is_some_and(|(pid, n)| {
+        [pid, n]
+            .iter()
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// Make a rename or a new entry durable. Best effort: some filesystems refuse to fsync a
@@ -772,13 +928,6 @@ fn sync_dir(dir: &Path) {
 fn io_error(op: &'static str, host: &str) -> impl FnOnce(io::Error) -> PreflightError {
     let path = host.to_owned();
     move |source| PreflightError::Io { op, path, source }
-}
-
-fn not_a_directory(host: &str, meta: &fs::Metadata) -> PreflightError {
-    PreflightError::Other(format!(
-        "{host} is {}, not a directory",
-        kind_name(meta.file_type())
-    ))
 }
 
 fn kind_name(file_type: fs::FileType) -> &'static str {
@@ -885,17 +1034,31 @@ mod tests {
     }
 
     #[test]
-    fn resolv_creates_missing_etc() {
+    fn resolv_needs_the_host_etc_and_creates_nothing_without_it() {
         let s = scratch();
         write(
             &s.container.join("resolv.conf"),
             "nameserver 1.1.1.1\n",
             0o644,
         );
+        let expected = format!(
+            "cannot copy resolv.conf: {}/etc is not a directory; is the host's root mounted at {}?",
+            s.root.display(),
+            s.root.display()
+        );
+        let err = copy_resolv(&s.root, &s.container.join("resolv.conf")).unwrap_err();
+        assert_eq!(err.to_string(), expected);
+        assert_eq!(fs::read_dir(&s.root).unwrap().count(), 0);
+        write(&s.root.join("etc"), "a file", 0o644);
+        let err = copy_resolv(&s.root, &s.container.join("resolv.conf")).unwrap_err();
+        assert_eq!(err.to_string(), expected);
+        // A link to a directory inside ROOT is the host's /etc.
+        fs::remove_file(s.root.join("etc")).unwrap();
+        fs::create_dir_all(s.root.join("usr/etc")).unwrap();
+        symlink("usr/etc", s.root.join("etc")).unwrap();
         copy_resolv(&s.root, &s.container.join("resolv.conf")).unwrap();
-        assert_eq!(mode_of(&s.root.join("etc")), 0o755);
         assert_eq!(
-            fs::read_to_string(s.root.join("etc/resolv.conf")).unwrap(),
+            fs::read_to_string(s.root.join("usr/etc/resolv.conf")).unwrap(),
             "nameserver 1.1.1.1\n"
         );
     }
@@ -997,8 +1160,44 @@ mod tests {
     }
 
     #[test]
+    fn resolv_cleans_old_temp_files_of_its_own_only() {
+        let s = scratch();
+        fs::create_dir(s.root.join("etc")).unwrap();
+        write(&s.container.join("resolv.conf"), "new\n", 0o644);
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        let names = [
+            (".resolv.conf.tmp.7.00000000000000ab", true, false),
+            (".skyhook-tmp-7-0", true, false),
+            (".resolv.conf.tmp.8.00000000000000cd", false, true),
+            (".hosts.tmp.7.00000000000000ab", true, true),
+            (".skyhook-tmp-x-0", true, true),
+        ];
+        for (name, aged, _) in names {
+            let path = s.root.join("etc").join(name);
+            write(&path, "half", 0o600);
+            if aged {
+                File::options()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_modified(old)
+                    .unwrap();
+            }
+        }
+        copy_resolv(&s.root, &s.container.join("resolv.conf")).unwrap();
+        for (name, _, kept) in names {
+            assert_eq!(s.root.join("etc").join(name).exists(), kept, "{name}");
+        }
+        assert_eq!(
+            fs::read_to_string(s.root.join("etc/resolv.conf")).unwrap(),
+            "new\n"
+        );
+    }
+
+    #[test]
     fn resolv_names_a_missing_source() {
         let s = scratch();
+        fs::create_dir(s.root.join("etc")).unwrap();
         let source = s.container.join("resolv.conf");
         let err = copy_resolv(&s.root, &source).unwrap_err();
         assert_eq!(

@@ -107,10 +107,14 @@ pub fn path(state_dir: &Path, package: &str, version: &str, name: &str) -> PathB
         .join(format!("{name}.json"))
 }
 
-/// Write the record atomically.
+/// Write the record atomically, first cleaning what killed writes left in its directory
+/// (SPEC §5).
 pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsError> {
     let mut bytes = serde_json::to_vec_pretty(record).expect("results serialize");
     bytes.push(b'\n');
+    if let Some(dir) = file.parent() {
+        fs.clean_stale_temps(dir);
+    }
     fs.write_atomic(file, &bytes)
 }
 

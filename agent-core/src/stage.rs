@@ -1,6 +1,7 @@
 //! Running one stage of a package (SPEC §8): START, which steps run, execution, markers,
 //! check results and history.
 
+use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
@@ -9,9 +10,11 @@ use std::time::SystemTime;
 
 use tracing::{info, warn};
 
+use crate::errors::Chain;
 use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
 use crate::history::{self, UNKNOWN_VERSION};
 use crate::hostfs::{HostFs, HostFsError};
+use crate::locks::{self, LockError};
 use crate::logs::{self, RETAINED_LOGS};
 use crate::markers;
 use crate::package::PackageConfig;
@@ -81,6 +84,8 @@ pub enum StageError {
         #[source]
         source: HostFsError,
     },
+    #[error("writing check_results")]
+    CheckLock(#[source] LockError),
 }
 
 fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StageError {
@@ -194,8 +199,7 @@ impl StepMarkers {
         let Some(legacy) = &self.legacy else {
             return Ok(());
         };
-        let done =
-            |bytes: Option<Vec<u8>>| bytes.filter(|b| !b.iter().all(u8::is_ascii_whitespace));
+        let done = |bytes: Option<Vec<u8>>| bytes.filter(|b| !markers::is_corrupt(b));
         match (done(fs.read(&self.native)?), done(fs.read(legacy)?)) {
             (Some(content), None) => fs.write_atomic(legacy, &content),
             (None, Some(content)) => fs.write_atomic(&self.native, &content),
@@ -229,16 +233,31 @@ pub async fn run_stage(
     fs.write_atomic(&flags.join("START"), b"")
         .map_err(state_err("writing START"))?;
     // SPEC §5: temp files of writes a killed run left behind are cleaned once they are old
-    // enough that no live writer can own them (best effort).
-    for dir in [
+    // enough that no live writer can own them (best effort), in every directory this stage
+    // writes state into. Results are cleaned by their writer, interrupt markers by theirs.
+    let package_flags = rt.package_flags_dir(&config.package_name, &config.package_version);
+    let mut dirs = BTreeSet::from([
         flags.clone(),
-        rt.package_flags_dir(&config.package_name, &config.package_version),
+        package_flags.clone(),
         rt.history_file(&config.package_name)
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default(),
-    ] {
-        fs.clean_stale_temps(&dir);
+    ]);
+    if !mode.is_check() {
+        // Steps in subdirectories, and the `/` of standard base64, nest legacy markers.
+        for step in config.steps(mode) {
+            let legacy =
+                markers::legacy_marker_name(&step.path, &step.arguments, &step.returncodes);
+            if legacy.contains('/') && markers::legacy_name_fits(&legacy) {
+                if let Some(parent) = package_flags.join(legacy).parent() {
+                    dirs.insert(parent.to_path_buf());
+                }
+            }
+        }
+    }
+    for dir in &dirs {
+        fs.clean_stale_temps(dir);
     }
 
     let all_checked = flags.join(format!("{mode}_ALL_CHECKED"));
@@ -262,7 +281,7 @@ pub async fn run_stage(
 
     if steps.is_empty() {
         warn!(mode = %mode, "stage has no configured steps; treating it as a no-op");
-        return finish_checks(cx, config, mode, &[]);
+        return finish_checks(cx, config, mode, &[]).await;
     }
 
     let flags_dir = rt.package_flags_dir(&config.package_name, &config.package_version);
@@ -329,7 +348,7 @@ pub async fn run_stage(
         };
         if mode.is_check() {
             if let Some(e) = &failure {
-                warn!(path = %step.path, error = %e, "check failed");
+                warn!(path = %step.path, error = %Chain(e), "check failed");
             }
             check_results.push((step.path.clone(), failure.is_some()));
         } else if failure.is_none() {
@@ -351,7 +370,7 @@ pub async fn run_stage(
         // SPEC §10: the interrupted step was judged above; nothing more starts.
         if cx.exec.cancel.is_cancelled() {
             if let Some(e) = &failure {
-                warn!(path = %step.path, error = %e, "step failed");
+                warn!(path = %step.path, error = %Chain(e), "step failed");
             }
             return Err(StageError::Stopped);
         }
@@ -361,11 +380,24 @@ pub async fn run_stage(
             }
         }
     }
-    finish_checks(cx, config, mode, &check_results)
+    finish_checks(cx, config, mode, &check_results).await
 }
 
-/// SPEC §8.8–§8.9: check results, `<MODE>_ALL_CHECKED`, history, uninstall cleanup.
-fn finish_checks(
+/// `STATE/locks/shared/check_results.lock`: held while `check_results` and
+/// `<MODE>_ALL_CHECKED` are written. Those two files are shared by every package under STATE
+/// (upstream layout); a package lock (`STATE/locks/<pkg>.lock`) cannot have this path, since a
+/// package name is one path component.
+pub fn check_results_lock_path(state_dir: &Path) -> PathBuf {
+    state_dir
+        .join("locks")
+        .join("shared")
+        .join("check_results.lock")
+}
+
+/// SPEC §8.8–§8.9: check results, history, uninstall cleanup, then `<MODE>_ALL_CHECKED` last,
+/// so it never stands beside a failed exit. `check_results` and ALL_CHECKED are written under
+/// one STATE-wide lock, so the pair always comes from one package's run.
+async fn finish_checks(
     cx: &StageContext<'_>,
     config: &PackageConfig,
     mode: Mode,
@@ -377,7 +409,22 @@ fn finish_checks(
     let fs = cx.fs;
     let rt = cx.runtime;
     let flags = rt.flags_dir();
-    if !results.is_empty() {
+    let all_checked = flags.join(format!("{mode}_ALL_CHECKED"));
+    // Zero steps: no pair to write, only the history record (SPEC §8.1).
+    let _lock = if results.is_empty() {
+        None
+    } else {
+        let lock = locks::acquire(
+            fs,
+            &check_results_lock_path(&rt.state_dir),
+            crate::interrupts::read_boot_id(fs).ok().as_deref(),
+            &cx.exec.cancel,
+        )
+        .await
+        .map_err(|e| match e {
+            LockError::Stopped => StageError::Stopped,
+            e => StageError::CheckLock(e),
+        })?;
         let mut text = String::new();
         for (i, (path, failed)) in results.iter().enumerate() {
             if i > 0 {
@@ -393,6 +440,10 @@ fn finish_checks(
             .map(|(p, _)| p.clone())
             .collect();
         if !failed.is_empty() {
+            // Another package's check stage may have passed since this one started; its
+            // ALL_CHECKED must not stand beside these results.
+            fs.remove_file(&all_checked)
+                .map_err(state_err(format!("removing {}", all_checked.display())))?;
             return Err(StageError::ChecksFailed {
                 mode,
                 failed: failed.len(),
@@ -400,9 +451,8 @@ fn finish_checks(
                 paths: failed,
             });
         }
-        fs.write_atomic(&flags.join(format!("{mode}_ALL_CHECKED")), b"")
-            .map_err(state_err(format!("writing {mode}_ALL_CHECKED")))?;
-    }
+        Some(lock)
+    };
     let recorded = match mode {
         Mode::ApplyCheck | Mode::UpgradeCheck => Some(config.package_version.as_str()),
         Mode::UninstallCheck => Some("uninstalled"),
@@ -427,6 +477,10 @@ fn finish_checks(
                     step.path
                 )))?;
         }
+    }
+    if !results.is_empty() {
+        fs.write_atomic(&all_checked, b"")
+            .map_err(state_err(format!("writing {mode}_ALL_CHECKED")))?;
     }
     Ok(())
 }

@@ -165,7 +165,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let boot_id = match interrupts::read_boot_id(fs) {
         Ok(id) => Some(id),
         Err(e) => {
-            note("boot ID", &e);
+            note("boot ID", &crate::errors::Chain(&e));
             None
         }
     };
@@ -174,7 +174,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         Ok(Some(bytes)) => parse_check_results(&String::from_utf8_lossy(&bytes)),
         Ok(None) => Vec::new(),
         Err(e) => {
-            note("check results", &e);
+            note("check results", &crate::errors::Chain(&e));
             Vec::new()
         }
     };
@@ -228,7 +228,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         let history = match read_history(fs, &rt.history_file(&name)) {
             Ok(h) => h,
             Err(e) => {
-                note(&format!("history of {name}"), &e);
+                note(&format!("history of {name}"), &crate::errors::Chain(&e));
                 History::default()
             }
         };
@@ -262,7 +262,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
                 match results::read(fs, &results::path(state, &name, &version, mode)) {
                     Ok(Some(record)) => runs.push(record),
                     Ok(None) => {}
-                    Err(e) => note(&format!("results record {file}"), &e),
+                    Err(e) => note(&format!("results record {file}"), &crate::errors::Chain(&e)),
                 }
             }
             runs.sort_by_cached_key(|r| sort_time(&r.finished));
@@ -319,7 +319,10 @@ fn list(
     note: &mut impl FnMut(&str, &dyn std::fmt::Display),
 ) -> Vec<String> {
     fs.list_dir(dir).unwrap_or_else(|e| {
-        note(&format!("listing {}", dir.display()), &e);
+        note(
+            &format!("listing {}", dir.display()),
+            &crate::errors::Chain(&e),
+        );
         Vec::new()
     })
 }
@@ -388,7 +391,10 @@ fn interrupt_status(
         match fs.read(&path) {
             Ok(bytes) => bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned()),
             Err(e) => {
-                note(&format!("interrupt marker {}", path.display()), &e);
+                note(
+                    &format!("interrupt marker {}", path.display()),
+                    &crate::errors::Chain(&e),
+                );
                 None
             }
         }
@@ -399,19 +405,15 @@ fn interrupt_status(
             .contains("attempts")
             .then(|| read(&format!("{stem}.attempts"), note))
             .flatten()
-            .and_then(|text| Some(interrupts::parse_attempts(&text, boot_id?)));
+            .and_then(|text| interrupts::parse_attempts(&text, boot_id?));
         let op = if exts.contains("complete") {
             let content = read(&format!("{stem}.complete"), note).unwrap_or_default();
+            let corrupt = crate::markers::is_corrupt(content.as_bytes());
             InterruptOperation {
                 operation: stem,
-                state: if content.is_empty() {
-                    "unknown"
-                } else {
-                    "complete"
-                }
-                .into(),
-                detail: if content.is_empty() {
-                    "empty completion marker: the next run does the operation again".into()
+                state: if corrupt { "unknown" } else { "complete" }.into(),
+                detail: if corrupt {
+                    "corrupt completion marker: the next run does the operation again".into()
                 } else {
                     content
                 },

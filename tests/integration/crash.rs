@@ -589,8 +589,9 @@ fn stages_survive_sigkill_at_random_moments() {
     let clean_time = clean_run_time(&clean, &stages);
     assert_stage_invariants(&clean, &pkg, "clean run");
     let expected_files = state_files(&clean).0;
-    // Two markers per step, START, check_results, ALL_CHECKED, history, two results, the lock.
-    assert_eq!(expected_files.len(), 2 * STEPS + 7, "{expected_files:#?}");
+    // Two markers per step, START, check_results, ALL_CHECKED, history, two results, the
+    // package lock and the check_results lock.
+    assert_eq!(expected_files.len(), 2 * STEPS + 8, "{expected_files:#?}");
     let expected = stage_summary(&clean);
 
     let mut tally = Tally::default();

@@ -6,8 +6,9 @@
 //! agent's cwd) is hashed before and after: a rejected input writes nothing — no START, no
 //! lock, no log, no chmod of a step file. A stage may print the banner before it finds a bad
 //! config, but nothing else reaches stdout. Usage errors (exit 2) print nothing on stdout;
-//! environment errors are found before the banner. The message is found on one stderr line,
-//! and stderr stays under 8 KiB for every row, the huge inputs included.
+//! environment errors and the arguments pre-flight validates (SPEC §6 step 1) are found before
+//! the banner. The message is found on one stderr line, and stderr stays under 8 KiB for every
+//! row, the huge inputs included.
 //!
 //! The test runs every row and reports all failing rows at once.
 
@@ -92,6 +93,8 @@ const USAGE: Case = Case {
 };
 /// A bad environment value: exit 1 before the banner.
 const ENV: Case = Case { code: 1, ..USAGE };
+/// An argument that pre-flight step 1 rejects (SPEC §6): exit 1 before the banner.
+const VALIDATION: Case = ENV;
 /// A failure after the banner (package data, config.json, step files).
 const STAGE: Case = Case {
     code: 1,
@@ -233,20 +236,20 @@ static CASES: &[Case] = &[
         name: "argv: copy directory is the host root",
         args: &[Val::Text("apply"), ROOT, Val::Text("/")],
         message: "the package directory cannot be the host root",
-        ..STAGE
+        ..VALIDATION
     },
     Case {
         name: "argv: root mount does not exist",
         args: &[Val::Text("apply"), Val::Text("{OUTSIDE}/no-such-root"), CD],
         message: "inspecting host root",
-        ..STAGE
+        ..VALIDATION
     },
     Case {
         name: "argv: root mount is a regular file",
         args: &[Val::Text("apply"), Val::Text("{OUTSIDE}/root-file"), CD],
         setup: |h| fs::write(h.outside().join("root-file"), "not a directory").unwrap(),
         message: "root-file is a regular file, not a directory",
-        ..STAGE
+        ..VALIDATION
     },
     Case {
         name: "argv: copy directory is a regular file",

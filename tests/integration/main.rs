@@ -50,5 +50,6 @@ mod results;
 mod security;
 mod signals;
 mod stage_apply;
+mod state_edges;
 mod subcommands;
 mod traversal;

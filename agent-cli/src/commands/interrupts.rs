@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agent_core::execution::Output;
-use agent_core::interrupt::Interrupt;
+use agent_core::interrupt::{DecodeError, Interrupt};
 use agent_core::registry;
 
 #[derive(Debug, clap::Subcommand)]
@@ -14,7 +14,8 @@ pub enum Interrupts {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-    /// JSON payload → base64 INTERRUPT_DATA (validated by decoding it).
+    /// JSON payload → base64 INTERRUPT_DATA (validated by decoding it). Refuses data of
+    /// 128 KiB or more: Linux caps one command-line argument there (MAX_ARG_STRLEN).
     Encode {
         /// e.g. `{"type":"service_restart","services":["kubelet"]}`
         json: String,
@@ -61,9 +62,17 @@ pub fn run(cmd: Interrupts) -> ExitCode {
         Interrupts::Encode { json } => match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
             Ok(decoded) => {
                 warn_unknown(&decoded.unknown_fields);
-                out.print(&format!("{}\n", decoded.interrupt.to_base64()));
+                let data = decoded.interrupt.to_base64();
+                if data.len() >= MAX_ARG_STRLEN {
+                    return fail(&format!(
+                        "INTERRUPT_DATA would be {} bytes: {ARGV_LIMIT}",
+                        data.len()
+                    ));
+                }
+                out.print(&format!("{data}\n"));
                 ExitCode::SUCCESS
             }
+            Err(e @ DecodeError::TooLarge(_)) => fail(&format!("{e}; {ARGV_LIMIT}")),
             Err(e) => fail(&e),
         },
         Interrupts::Decode { data } => match <dyn Interrupt>::from_base64(&data) {
@@ -76,6 +85,14 @@ pub fn run(cmd: Interrupts) -> ExitCode {
         },
     }
 }
+
+/// Linux caps one argument of `execve(2)` at 32 pages, 128 KiB with its terminating NUL
+/// (`MAX_ARG_STRLEN`): INTERRUPT_DATA reaches the agent as one argument.
+const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+const ARGV_LIMIT: &str = "INTERRUPT_DATA is passed as one command-line argument, which Linux \
+     caps at 128 KiB (MAX_ARG_STRLEN), so the agent's 1 MiB payload limit cannot be reached \
+     through argv";
 
 fn warn_unknown(fields: &[String]) {
     if !fields.is_empty() {

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use agent_core::execution::Output;
 use agent_core::hostfs::HostFs;
-use agent_core::identity::ResourceId;
 use agent_core::interrupt::Interrupt;
 use agent_core::plan::{self, InterruptPlan, PlannedAction, StagePlan};
+use agent_core::preflight;
 use agent_core::pyrepr;
 use agent_core::runtime::Runtime;
 use agent_core::step::Mode;
@@ -75,9 +75,15 @@ pub fn run(args: &Plan) -> ExitCode {
     for w in &rt.warnings {
         tracing::warn!("{w}");
     }
+    // SPEC §6 step 1, with the run's own function: a plan fails where the run would, before
+    // anything else.
+    let checked = match preflight::validate(&args.root, &args.copy_dir, &rt, stage_mode.is_none()) {
+        Ok(checked) => checked,
+        Err(e) => return fail(&anyhow::Error::from(e)),
+    };
     let result = match stage_mode {
-        Some(mode) => stage(&rt, mode, args),
-        None => interrupt(&rt, args),
+        Some(mode) => stage(&rt, mode, args, &checked.copy_dir),
+        None => interrupt(&rt, args, &checked),
     };
     match result {
         Ok((text, ok)) => {
@@ -108,16 +114,10 @@ fn env() -> Vec<(OsString, OsString)> {
     std::env::vars_os().collect()
 }
 
-fn copy_dir(args: &Plan) -> anyhow::Result<PathBuf> {
-    HostFs::clean(&args.copy_dir)
-        .with_context(|| format!("copy directory {}", args.copy_dir.display()))
-}
-
 /// The rendered plan, and whether the run is expected to get through it.
-fn stage(rt: &Runtime, mode: Mode, args: &Plan) -> anyhow::Result<(String, bool)> {
+fn stage(rt: &Runtime, mode: Mode, args: &Plan, copy_dir: &Path) -> anyhow::Result<(String, bool)> {
     let fs = HostFs::new(&args.root);
-    let copy_dir = copy_dir(args)?;
-    let p = plan::plan_stage(&fs, rt, mode, &copy_dir, &env())?;
+    let p = plan::plan_stage(&fs, rt, mode, copy_dir, &env())?;
     let ok = p.failure.is_none();
     let text = match args.format {
         Format::Json => json(&p),
@@ -126,9 +126,12 @@ fn stage(rt: &Runtime, mode: Mode, args: &Plan) -> anyhow::Result<(String, bool)
     Ok((text, ok))
 }
 
-fn interrupt(rt: &Runtime, args: &Plan) -> anyhow::Result<(String, bool)> {
-    let rid = ResourceId::parse(&rt.resource_id)?;
-    rid.check_directory_name()?;
+fn interrupt(
+    rt: &Runtime,
+    args: &Plan,
+    checked: &preflight::Validated,
+) -> anyhow::Result<(String, bool)> {
+    let rid = &checked.resource_id;
     let decoded = <dyn Interrupt>::from_base64(args.data.as_deref().unwrap_or_default())?;
     if !decoded.unknown_fields.is_empty() {
         tracing::warn!(
@@ -138,7 +141,6 @@ fn interrupt(rt: &Runtime, args: &Plan) -> anyhow::Result<(String, bool)> {
         );
     }
     let fs = HostFs::new(&args.root);
-    let copy_dir = copy_dir(args)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -146,8 +148,8 @@ fn interrupt(rt: &Runtime, args: &Plan) -> anyhow::Result<(String, bool)> {
     let p = tokio.block_on(plan::plan_interrupt(
         &fs,
         rt,
-        &rid,
-        &copy_dir,
+        rid,
+        &checked.copy_dir,
         decoded.interrupt.as_ref(),
         env(),
     ))?;
