@@ -59,6 +59,10 @@ if [ ${#need[@]} -gt 0 ]; then
     fi
 fi
 
+command -v cargo >/dev/null || {
+    say "missing cargo: install a Rust toolchain (rustup, https://rustup.rs)"
+    exit 1
+}
 for component in rustfmt clippy; do
     sub=${component/rustfmt/fmt}
     if ! cargo "$sub" --version >/dev/null 2>&1; then
