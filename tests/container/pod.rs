@@ -222,6 +222,11 @@ impl<'a> Pod<'a> {
     fn command(self) -> AgentCmd {
         let mut argv: Vec<String> = vec!["run".into(), "--rm".into(), "--name".into(), self.name];
         argv.extend(RUNTIME_FLAGS.iter().map(|s| (*s).to_owned()));
+        // A container outliving a failed case is killed by conmon, not left behind.
+        argv.extend([
+            "--timeout".to_owned(),
+            (self.timeout.as_secs() + 30).to_string(),
+        ]);
         argv.extend(self.flags);
         for (k, v) in &self.env {
             argv.extend(["--env".to_owned(), format!("{k}={v}")]);
