@@ -11,9 +11,10 @@ use crate::util::{AgentCmd, FakeHost, Run, Running};
 ///
 /// - `--runtime runc`: podman's other runtime, crun, refuses the hybrid cgroup v1 layout of the
 ///   machines these tests run on; runc runs the privileged container.
-/// - `--ulimit nofile=… nproc=…`: without explicit limits runc copies the host's, which it may
-///   not set inside the container here (`error setting rlimits for ready process: operation not
-///   permitted`). 1024 is what a pod gets from a stock containerd.
+/// - `--ulimit nofile=… nproc=…`: by default podman asks for open-file and process limits above
+///   the hard limits of these machines, whose root lacks CAP_SYS_RESOURCE to raise them, and runc
+///   fails (`error setting rlimits for ready process: operation not permitted`). Explicit limits
+///   under the hard ones start the container.
 /// - `--pull never`: everything runs offline; the image is built locally.
 const RUNTIME_FLAGS: &[&str] = &[
     "--runtime",
