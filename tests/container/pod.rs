@@ -179,8 +179,11 @@ impl<'a> Pod<'a> {
         );
         let mut pod = Self::bare(image);
         pod.flags.extend(POD_SHAPE.iter().map(|s| (*s).to_owned()));
-        pod.flags
-            .extend(["--volume".to_owned(), format!("{}:/root", root.display())]);
+        // `rslave`: the operator's hostPath mount has propagation HostToContainer.
+        pod.flags.extend([
+            "--volume".to_owned(),
+            format!("{}:/root:rslave", root.display()),
+        ]);
         for (k, v) in [
             ("SKYHOOK_RESOURCE_ID", RESOURCE_ID),
             ("SKYHOOK_ROOT_DIR", "/var/lib/skyhook/sk1"),
