@@ -1,38 +1,71 @@
 # syntax=docker/dockerfile:1
 #
-# The agent image (SPEC §12). Build from the repository root:
+# The agent image (SPEC §12): one fully static binary in an otherwise empty image. No shell, no
+# libc, no package database: nothing for a CVE scanner to flag besides the agent itself.
 #
-#   docker build -f containers/agent.Dockerfile \
+# CI builds it from the repository root, for either architecture (GB200 nodes are arm64):
+#
+#   docker buildx build -f containers/agent.Dockerfile --platform linux/amd64,linux/arm64 \
 #     --build-arg AGENT_VERSION=0.1.0 --build-arg GIT_SHA="$(git rev-parse HEAD)" \
 #     -t skyhook-agent:0.1.0 .
+#
+# The `build` stage compiles on the build machine's own architecture and cross-links for
+# TARGETARCH (amd64 or arm64), so no emulation is needed.
+#
+# From a binary built outside the image (offline, as scripts/build-image.sh does): a build
+# context holding `agent` (a static build of the agent) and `LICENSE`, and
+# `--build-arg AGENT_BINARY=prebuilt`. The final stage is the same either way.
 #
 # `agent --version` in the image prints AGENT_VERSION when it is given, else the version of the
 # agent-cli crate. GIT_SHA is embedded in the binary and labels the image.
 #
 # The operator runs the image with `args: [MODE, /root, COPY_DIR]` (or the interrupt form), the
 # host's / mounted at /root and a privileged security context: the agent chroots into the host,
-# which needs root.
+# which needs root. See docs/deploy.md.
 
 ARG RUST_VERSION=1.95
+# Where the binary comes from: `build` (compiled below) or `prebuilt` (the build context's
+# `agent`).
+ARG AGENT_BINARY=build
 
-FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+FROM --platform=$BUILDPLATFORM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
+ARG TARGETARCH
 ARG AGENT_VERSION=""
 ARG GIT_SHA=""
 WORKDIR /src
 COPY . .
-# An empty build argument is left unset, so the binary falls back as `agent --version`
+# glibc's static libraries give a static-pie binary (`-C target-feature=+crt-static`); RUSTFLAGS
+# apply to the target only because --target is given, so build scripts and proc macros stay
+# dynamic. An empty build argument is left unset, so the binary falls back as `agent --version`
 # documents (crate version) instead of embedding an empty version.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     set -eu; \
+    case "${TARGETARCH}" in \
+      amd64) target=x86_64-unknown-linux-gnu; gnu=x86-64-linux-gnu; cc=x86_64-linux-gnu-gcc ;; \
+      arm64) target=aarch64-unknown-linux-gnu; gnu=aarch64-linux-gnu; cc=aarch64-linux-gnu-gcc ;; \
+      *) echo "unsupported TARGETARCH '${TARGETARCH}' (amd64 or arm64)" >&2; exit 1 ;; \
+    esac; \
+    if [ "$(dpkg --print-architecture)" != "${TARGETARCH}" ]; then \
+      apt-get update; \
+      apt-get install -y --no-install-recommends "gcc-${gnu}" "libc6-dev-${TARGETARCH}-cross"; \
+      export "CARGO_TARGET_$(echo "${target}" | tr 'a-z-' 'A-Z_')_LINKER=${cc}"; \
+    fi; \
+    rustup target add "${target}"; \
     if [ -n "${AGENT_VERSION}" ]; then export AGENT_VERSION; else unset AGENT_VERSION; fi; \
     if [ -n "${GIT_SHA}" ]; then export GIT_SHA; else unset GIT_SHA; fi; \
-    cargo build --release --locked -p agent-cli --bin agent; \
-    install -D -m 0755 target/release/agent /out/agent; \
-    /out/agent --version
+    RUSTFLAGS="-C target-feature=+crt-static" \
+      cargo build --release --locked -p agent-cli --bin agent --target "${target}"; \
+    install -D -m 0755 "target/${target}/release/agent" /out/agent; \
+    if [ "$(dpkg --print-architecture)" = "${TARGETARCH}" ]; then /out/agent --version; fi
 
-# glibc and libgcc only: the binary is dynamically linked against them and needs nothing else.
-FROM gcr.io/distroless/cc-debian12 AS runtime
+# A static agent built outside the image (scripts/build-image.sh).
+FROM scratch AS prebuilt
+COPY agent /out/agent
+
+FROM ${AGENT_BINARY} AS binary
+
+FROM scratch AS runtime
 ARG AGENT_VERSION=""
 ARG GIT_SHA=""
 LABEL org.opencontainers.image.title="agent" \
@@ -41,7 +74,8 @@ LABEL org.opencontainers.image.title="agent" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${AGENT_VERSION}" \
       org.opencontainers.image.revision="${GIT_SHA}"
-COPY --from=build /out/agent /usr/local/bin/agent
+COPY --from=binary /out/agent /usr/local/bin/agent
+COPY LICENSE /usr/share/licenses/agent/LICENSE
 # chroot(2) into the host root needs CAP_SYS_CHROOT: the agent runs as root, in a privileged pod.
 USER 0:0
 ENTRYPOINT ["/usr/local/bin/agent"]

@@ -1,10 +1,107 @@
 #!/usr/bin/env bash
-# Every check a change must pass: formatting, lints, then all tests (unit, integration, docs).
+# The project's test command: every check a change must pass. It sets up what it needs itself:
+#
+#   1. prerequisites: a static busybox (the integration tests build fake host roots from it),
+#      python3 (the CPython repr the legacy marker names depend on), podman and runc (the
+#      container suite), unshare (user namespaces, below), rustfmt and clippy. Run as root with
+#      apt-get available, it installs what is missing; otherwise it stops at once, naming it.
+#      Then `cargo fetch --locked`: every crate the lock file names, for every platform.
+#   2. cargo fmt --check, cargo clippy -D warnings, a build of every binary (the plugin tests run
+#      the distributor binary of examples/custom-interrupt, which `cargo test` does not build
+#      for another package's tests).
+#   3. cargo test --workspace --locked. Many integration tests chroot into a fake host root,
+#      which needs root. As root they run as they are; otherwise every test binary runs inside
+#      a user namespace (`unshare --user --map-root-user --mount`) where the test process is
+#      root of its own namespace and may chroot. A test that finds itself without root fails:
+#      nothing is counted as passed without running.
+#   4. the container suite (tests/container): builds the image with scripts/build-image.sh and
+#      runs it with podman and runc in the operator's pod shape against fake host roots.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+say() { printf 'scripts/test.sh: %s\n' "$*" >&2; }
+
+# --- 1. prerequisites -------------------------------------------------------------------------
+
+# Debian packages providing what is missing.
+missing_packages() {
+    local need=()
+    # The fake roots need a busybox that runs without a loader: the static build.
+    # (ldd exits 1 for a static binary: read its output, not its status.)
+    if ! [ -x /bin/busybox ] || ! { LC_ALL=C ldd /bin/busybox 2>&1 || true; } \
+        | grep -qE 'not a dynamic executable|statically linked'; then
+        need+=(busybox-static)
+    fi
+    command -v python3 >/dev/null || need+=(python3)
+    command -v podman >/dev/null || need+=(podman)
+    command -v runc >/dev/null || need+=(runc)
+    command -v unshare >/dev/null || need+=(util-linux)
+    [ ${#need[@]} -eq 0 ] || printf '%s\n' "${need[@]}"
+}
+
+is_root() { [ "$(id -u)" = 0 ]; }
+
+mapfile -t need < <(missing_packages)
+if [ ${#need[@]} -gt 0 ]; then
+    if is_root && command -v apt-get >/dev/null; then
+        say "installing ${need[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${need[@]}" >/dev/null
+        mapfile -t need < <(missing_packages)
+        if [ ${#need[@]} -gt 0 ]; then
+            say "still missing after apt-get install: ${need[*]}"
+            exit 1
+        fi
+    else
+        say "missing prerequisites: install ${need[*]} (apt-get install ${need[*]}), or run this script as root with apt-get available"
+        exit 1
+    fi
+fi
+
+command -v cargo >/dev/null || {
+    say "missing cargo: install a Rust toolchain (rustup, https://rustup.rs)"
+    exit 1
+}
+for component in rustfmt clippy; do
+    sub=${component/rustfmt/fmt}
+    if ! cargo "$sub" --version >/dev/null 2>&1; then
+        if command -v rustup >/dev/null && rustup component add "$component" >/dev/null 2>&1; then
+            continue
+        fi
+        say "missing cargo $sub: install it (rustup component add $component)"
+        exit 1
+    fi
+done
+
+# Every crate of the lock file, for every platform: builds take what they need, but a check that
+# the lock file is current (`cargo metadata --locked --offline`) reads them all.
+cargo fetch --locked --quiet
+
+# Not root: run the test binaries as root of a user namespace, or stop saying why not.
+runner_env=()
+if ! is_root; then
+    if ! unshare --user --map-root-user --mount true 2>/dev/null; then
+        say "not root, and this kernel refuses unprivileged user namespaces (unshare --user --map-root-user --mount failed): run the tests as root"
+        exit 1
+    fi
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    var="CARGO_TARGET_$(printf '%s' "$host" | tr 'a-z-' 'A-Z_')_RUNNER"
+    runner_env=("$var=unshare --user --map-root-user --mount")
+    say "not root: running the test binaries in a user namespace ($var)"
+    say "not root: the container suite (rootful podman) will fail; run as root to pass it"
+fi
+
+# --- 2. formatting, lints, binaries -----------------------------------------------------------
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The plugin tests run the distributor binary of examples/custom-interrupt, which
-# `cargo test` does not build for another package's tests.
 cargo build --workspace --bins --locked
-cargo test --workspace --locked
+
+# --- 3. unit, integration and doc tests -------------------------------------------------------
+
+env "${runner_env[@]}" cargo test --workspace --locked
+
+# --- 4. the container suite -------------------------------------------------------------------
+
+cargo test -p agent-cli --test container --locked

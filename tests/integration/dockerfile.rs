@@ -1,7 +1,8 @@
-//! SPEC §12: `containers/agent.Dockerfile` and `.dockerignore`, checked against the workspace
-//! without a container engine: the binary it builds and installs, the entrypoint, the build
-//! arguments the binary embeds, the labels, and a build context that holds every file cargo
-//! needs.
+//! SPEC §12: `containers/agent.Dockerfile` and `.dockerignore`, checked as text against the
+//! workspace: the static binary the build stage compiles for each architecture, the prebuilt
+//! path, the `FROM scratch` final stage (entrypoint, user, labels, license), the build arguments
+//! the binary embeds, and a build context that holds every file cargo needs. The container
+//! suite (tests/container) builds the image and runs it.
 
 use std::path::{Path, PathBuf};
 
@@ -70,8 +71,24 @@ fn toml_value(text: &str, key: &str) -> String {
         .unwrap_or_else(|| panic!("no {key} in the manifest"))
 }
 
+/// The stage named `name` (`FROM ... AS name`).
+fn stage<'a>(stages: &'a [Vec<Instruction>], name: &str) -> &'a [Instruction] {
+    stages
+        .iter()
+        .find(|s| {
+            s.first().is_some_and(|from| {
+                from.keyword == "FROM"
+                    && from
+                        .args
+                        .rsplit_once(" AS ")
+                        .is_some_and(|(_, n)| n.trim() == name)
+            })
+        })
+        .unwrap_or_else(|| panic!("no stage named {name}"))
+}
+
 #[test]
-fn dockerfile_is_multi_stage_with_a_minimal_runtime_image() {
+fn dockerfile_final_stage_is_from_scratch_with_nothing_but_the_binary_and_license() {
     let stages = stages();
     let (preamble, stages) = stages.split_first().unwrap();
     assert!(
@@ -79,19 +96,68 @@ fn dockerfile_is_multi_stage_with_a_minimal_runtime_image() {
         "only ARGs before the first FROM: {preamble:?}"
     );
     assert!(stages.len() >= 2, "multi-stage: {stages:?}");
-    let runtime_from = &stages.last().unwrap()[0].args;
-    assert!(
-        runtime_from.contains("distroless/cc") || runtime_from.starts_with("scratch"),
-        "the runtime image is minimal: {runtime_from}"
+    let runtime = stages.last().unwrap();
+    assert_eq!(runtime[0].args, "scratch AS runtime", "the final stage");
+    // No shell in the final image: nothing runs there at build time.
+    assert!(find(runtime, "RUN").is_empty());
+    let copies: Vec<&str> = find(runtime, "COPY")
+        .iter()
+        .map(|c| c.args.as_str())
+        .collect();
+    assert_eq!(
+        copies,
+        [
+            "--from=binary /out/agent /usr/local/bin/agent",
+            "LICENSE /usr/share/licenses/agent/LICENSE"
+        ]
     );
-    // No toolchain and no shell in the final image: nothing runs there at build time.
-    assert!(find(stages.last().unwrap(), "RUN").is_empty());
+    assert!(
+        read("LICENSE").contains("Apache License"),
+        "the license file the image carries"
+    );
+    let license = toml_value(&read("Cargo.toml"), "license");
+    assert_eq!(license, "Apache-2.0");
 }
 
 #[test]
-fn dockerfile_builds_the_agent_binary_of_the_workspace_locked() {
+fn dockerfile_takes_the_binary_from_the_build_stage_or_a_prebuilt_one() {
     let stages = stages();
-    let build = &stages[1];
+    // `binary` is whichever stage AGENT_BINARY names; the build stage unless told otherwise.
+    let binary = stage(&stages, "binary");
+    assert_eq!(binary.len(), 1, "{binary:?}");
+    assert_eq!(binary[0].args, "${AGENT_BINARY} AS binary");
+    let default = find(&stages[0], "ARG")
+        .into_iter()
+        .find_map(|a| a.args.strip_prefix("AGENT_BINARY="))
+        .expect("a global ARG AGENT_BINARY=<stage>");
+    assert_eq!(default, "build");
+    stage(&stages, default);
+    // The prebuilt stage: the build context's `agent`, where the build stage leaves its own.
+    let prebuilt = stage(&stages, "prebuilt");
+    assert_eq!(prebuilt[0].args, "scratch AS prebuilt");
+    let copies: Vec<&str> = find(prebuilt, "COPY")
+        .iter()
+        .map(|c| c.args.as_str())
+        .collect();
+    assert_eq!(copies, ["agent /out/agent"]);
+    assert!(find(prebuilt, "RUN").is_empty());
+    // scripts/build-image.sh takes that path with a static binary it built.
+    let script = read("scripts/build-image.sh");
+    for needle in [
+        "--build-arg AGENT_BINARY=prebuilt",
+        "--file containers/agent.Dockerfile",
+        "-C target-feature=+crt-static",
+        "cp \"$binary\" \"$context/agent\"",
+        "cp LICENSE \"$context/LICENSE\"",
+    ] {
+        assert!(script.contains(needle), "build-image.sh lacks {needle}");
+    }
+}
+
+#[test]
+fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64() {
+    let stages = stages();
+    let build = stage(&stages, "build");
     let run = find(build, "RUN")
         .into_iter()
         .find(|r| r.args.contains("cargo build"))
@@ -103,6 +169,8 @@ fn dockerfile_builds_the_agent_binary_of_the_workspace_locked() {
         "--locked",
         &format!("-p {package}"),
         "--bin agent",
+        "--target \"${target}\"",
+        "RUSTFLAGS=\"-C target-feature=+crt-static\"",
     ] {
         assert!(
             run.args.contains(flag),
@@ -110,16 +178,39 @@ fn dockerfile_builds_the_agent_binary_of_the_workspace_locked() {
             run.args
         );
     }
-    // The [[bin]] that builds target/release/agent.
+    // The [[bin]] that builds target/<triple>/release/agent.
     assert!(
         cli.contains("[[bin]]\nname = \"agent\"\npath = \"src/bin/agent.rs\""),
         "agent-cli declares the agent binary"
     );
     assert!(repo().join("agent-cli/src/bin/agent.rs").is_file());
     assert!(
-        run.args.contains("target/release/agent /out/agent"),
+        run.args
+            .contains("install -D -m 0755 \"target/${target}/release/agent\" /out/agent"),
         "{}",
         run.args
+    );
+    // TARGETARCH picks the Rust target: both node architectures, anything else refused.
+    assert!(
+        find(build, "ARG").iter().any(|a| a.args == "TARGETARCH"),
+        "ARG TARGETARCH in the build stage"
+    );
+    for (arch, triple) in [
+        ("amd64", "x86_64-unknown-linux-gnu"),
+        ("arm64", "aarch64-unknown-linux-gnu"),
+    ] {
+        assert!(
+            run.args.contains(&format!("{arch}) target={triple};")),
+            "{arch} -> {triple}: {}",
+            run.args
+        );
+    }
+    assert!(run.args.contains("unsupported TARGETARCH"), "{}", run.args);
+    // It compiles on the build machine and cross-links for the target.
+    assert!(
+        build[0].args.starts_with("--platform=$BUILDPLATFORM "),
+        "{:?}",
+        build[0]
     );
 
     // The toolchain is at least the workspace's rust-version.
@@ -139,7 +230,7 @@ fn dockerfile_builds_the_agent_binary_of_the_workspace_locked() {
 #[test]
 fn dockerfile_passes_the_version_build_args_the_binary_embeds() {
     let stages = stages();
-    let build = &stages[1];
+    let build = stage(&stages, "build");
     let args: Vec<&str> = find(build, "ARG").iter().map(|a| a.args.as_str()).collect();
     for name in ["AGENT_VERSION", "GIT_SHA"] {
         assert!(
@@ -175,19 +266,6 @@ fn dockerfile_runtime_stage_runs_the_agent_as_root() {
         .map(|u| u.args.as_str())
         .collect();
     assert_eq!(user, ["0:0"]);
-    let build_name = stages[1][0]
-        .args
-        .rsplit_once(" AS ")
-        .map(|(_, n)| n.trim().to_owned())
-        .expect("the build stage is named");
-    let copies: Vec<&str> = find(runtime, "COPY")
-        .iter()
-        .map(|c| c.args.as_str())
-        .collect();
-    assert_eq!(
-        copies,
-        [format!("--from={build_name} /out/agent /usr/local/bin/agent").as_str()]
-    );
 }
 
 #[test]
@@ -250,6 +328,7 @@ fn dockerignore_keeps_everything_cargo_needs_and_drops_build_output() {
     }
     assert!(ignored(&patterns, "target"));
     assert!(ignored(&patterns, ".git"));
+    assert!(!ignored(&patterns, "LICENSE"), "the image carries LICENSE");
 
     let root = read("Cargo.toml");
     let members_line = root

@@ -124,8 +124,7 @@ fn py_repr_matches_python3() {
             child.wait_with_output()
         })
     else {
-        crate::util::report_skip("python3 not available");
-        return;
+        crate::util::cannot_run("python3 is missing: install it (scripts/test.sh does)");
     };
     let expected = String::from_utf8(out.stdout).unwrap();
     let ours: Vec<String> = corpus.iter().map(|s| py_repr_str(s)).collect();

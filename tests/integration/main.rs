@@ -2,7 +2,8 @@
 //!
 //! One test binary; every test builds its own [`util::FakeHost`] (a temp dir holding a minimal
 //! busybox root) and runs the real binary (`CARGO_BIN_EXE_agent`) with a cleared environment.
-//! Tests that chroot need root and skip with a visible `SKIPPED (needs root)` line otherwise.
+//! Tests that chroot need root: run as root, or as root of a user namespace (scripts/test.sh
+//! does that when it is not root). Without root they fail; no test passes without running.
 
 #![allow(
     clippy::missing_panics_doc,

@@ -26,8 +26,7 @@ fn data_dir(host: &FakeHost, pkg: &Package) -> PathBuf {
 #[test]
 fn copy_resolv_defaults_to_copying_the_container_resolv_conf() {
     let Ok(expected) = fs::read("/etc/resolv.conf") else {
-        crate::util::report_skip("no /etc/resolv.conf in this container");
-        return;
+        crate::util::cannot_run("no /etc/resolv.conf here, and the test copies it");
     };
     let host = FakeHost::new();
     host.install(&off_host());
@@ -55,8 +54,7 @@ fn copy_resolv_false_leaves_resolv_conf_alone() {
 #[test]
 fn copy_resolv_follows_a_relative_link_inside_root() {
     let Ok(expected) = fs::read("/etc/resolv.conf") else {
-        crate::util::report_skip("no /etc/resolv.conf in this container");
-        return;
+        crate::util::cannot_run("no /etc/resolv.conf here, and the test copies it");
     };
     let host = FakeHost::new();
     host.install(&off_host());

@@ -574,8 +574,7 @@ fn overlay_absolute_destination_link_is_taken_under_root() {
 #[test]
 fn resolv_conf_links_are_resolved_under_root() {
     if !Path::new("/etc/resolv.conf").is_file() {
-        crate::util::report_skip("no /etc/resolv.conf in this container");
-        return;
+        crate::util::cannot_run("no /etc/resolv.conf here, and the test copies it");
     }
     // Relative, climbing out of ROOT: refused.
     let host = FakeHost::new();

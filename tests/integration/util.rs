@@ -72,17 +72,17 @@ const FAKE_TOOLS: &[&str] = &["reboot", "shutdown", "systemctl", "service", "kub
 /// The fake boot id of every fake host.
 pub const BOOT_ID: &str = "11111111-2222-4333-8444-555555555555";
 
-/// Skip the calling test (with a visible line on stderr) unless running as root.
+/// Fail the calling test unless it runs as root: of the machine, or of a user namespace
+/// (scripts/test.sh runs the test binaries under `unshare --user --map-root-user --mount` when
+/// it is not run as root). A test that could not run its assertions never counts as passed.
 macro_rules! require_root {
     () => {
-        if !$crate::util::is_root() {
-            $crate::util::report_skip("needs root");
-            return;
-        }
+        $crate::util::require_root()
     };
 }
 
-/// Whether the effective uid is 0 (from `/proc/self/status`).
+/// Whether the effective uid is 0 (from `/proc/self/status`; 0 also for the root of a user
+/// namespace, which may chroot and bind-mount inside its own mount namespace).
 pub fn is_root() -> bool {
     let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -92,13 +92,22 @@ pub fn is_root() -> bool {
         .is_some_and(|euid| euid == "0")
 }
 
-/// Print `SKIPPED (<why>): <test>` straight to the process's stderr (not the captured stream).
-pub fn report_skip(why: &str) {
-    let name = std::thread::current()
-        .name()
-        .unwrap_or("<unnamed test>")
-        .to_owned();
-    let _ = writeln!(std::io::stderr(), "SKIPPED ({why}): {name}");
+/// Panic unless running as root (see [`require_root!`]).
+#[track_caller]
+pub fn require_root() {
+    if !is_root() {
+        cannot_run(
+            "it chroots into a fake host root, which needs root: run it as root, or through \
+             scripts/test.sh, which runs the test binaries as root of a user namespace \
+             (unshare --user --map-root-user --mount) when it is not root",
+        );
+    }
+}
+
+/// Fail the calling test because its precondition does not hold here (never a silent pass).
+#[track_caller]
+pub fn cannot_run(why: &str) -> ! {
+    panic!("this test cannot run on this machine: {why}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -329,16 +338,7 @@ impl FakeHost {
 
     /// A command running the agent with the base environment, cwd = the scratch dir.
     pub fn agent(&self) -> AgentCmd {
-        AgentCmd {
-            args: Vec::new(),
-            env: BASE_ENV
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
-                .collect(),
-            cwd: self.work.clone(),
-            timeout: AGENT_TIMEOUT,
-            hold_stdin: false,
-        }
+        AgentCmd::in_dir(&self.work)
     }
 
     /// `agent MODE ROOT COPY_DIR` with the base environment plus `env`.
@@ -456,6 +456,20 @@ pub struct AgentCmd {
 }
 
 impl AgentCmd {
+    /// A command with no arguments and the base environment, run in `cwd`.
+    pub fn in_dir(cwd: &Path) -> Self {
+        Self {
+            args: Vec::new(),
+            env: BASE_ENV
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+                .collect(),
+            cwd: cwd.to_owned(),
+            timeout: AGENT_TIMEOUT,
+            hold_stdin: false,
+        }
+    }
+
     /// Append one argument.
     #[must_use]
     pub fn arg(mut self, a: impl Into<OsString>) -> Self {
