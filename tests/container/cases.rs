@@ -38,8 +38,8 @@ pub const ALL: &[Case] = &[
         interrupt_pod_memory_limit_holds,
     ),
     (
-        "podman_stop_during_a_long_step_finishes_it_and_starts_no_other",
-        podman_stop_during_a_long_step,
+        "pod_deletion_during_a_long_step_finishes_it_and_starts_no_other",
+        pod_deletion_during_a_long_step,
     ),
 ];
 
@@ -512,9 +512,9 @@ fn interrupt_pod_memory_limit_holds(image: &Image) {
 // Termination
 // ---------------------------------------------------------------------------------------------
 
-/// `podman stop` (SIGTERM to the agent) during a long step, SPEC §10: the step is not signalled
+/// A pod deleted during a long step (SIGTERM to the agent, as the kubelet sends it), SPEC §10: the step is not signalled
 /// and finishes (its marker is written), no later step starts, and the agent exits 1.
-fn podman_stop_during_a_long_step(image: &Image) {
+fn pod_deletion_during_a_long_step(image: &Image) {
     let host = host();
     let pkg = Package::new()
         .step(
@@ -532,7 +532,7 @@ fn podman_stop_during_a_long_step(image: &Image) {
     let name = pod.name().to_owned();
     let running = pod.spawn();
     host.wait_for("var/tmp/long.started", Duration::from_secs(60));
-    pod::stop(&name, 60);
+    pod::terminate_like_kubelet(&name);
     let run = running.wait();
     run.assert_code(1);
     run.assert_stdout_contains("long: finished");

@@ -196,7 +196,7 @@ impl<'a> Pod<'a> {
         pod
     }
 
-    /// The container's name (for `podman stop`).
+    /// The container's name (for `podman kill`).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -262,7 +262,13 @@ impl<'a> Pod<'a> {
     }
 }
 
-/// `podman stop --time SECS NAME`: SIGTERM to the agent, SIGKILL after SECS.
-pub fn stop(name: &str, secs: u32) {
-    podman_ok(&["stop", "--time", &secs.to_string(), name]);
+/// What the kubelet does to a pod it deletes: SIGTERM to the container's main process (the
+/// agent) only; containerd's shim kills whatever is left once that process exits, or everything
+/// at the end of the grace period.
+///
+/// Not `podman stop`: for a container in the host's PID namespace (`--pid host`, as the operator's
+/// pods are) podman stops with `runc kill --all`, which sends SIGTERM to every process in the
+/// container's cgroup, the running step included, so the agent gets no chance to let it finish.
+pub fn terminate_like_kubelet(name: &str) {
+    podman_ok(&["kill", "--signal", "SIGTERM", name]);
 }
