@@ -1,12 +1,14 @@
-//! The interrupt plugin contract: the [`Interrupt`] trait, its wire codec, and the
-//! [`InterruptContext`] through which a kind hands its commands to the core.
+//! The interrupt plugin contract: the [`InterruptKind`] trait a kind implements, the
+//! [`Interrupt`] trait object the core runs, its wire codec, and the [`InterruptContext`]
+//! through which a kind hands its commands to the core.
 //!
 //! A kind owns its commands; the core owns markers, reboot bookkeeping, logs and execution.
-//! A kind is declared once, with [`macro@crate::interrupt`] on its `impl Interrupt` block,
+//! A kind is declared once, with [`macro@crate::interrupt`] on its `impl InterruptKind` block,
 //! which registers it for decoding and listing: a crate that adds a kind edits nothing else.
 
 use std::any::TypeId;
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -17,18 +19,38 @@ use crate::registry;
 /// The error type of a kind's own failures: any error, with its source chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Compile-time facts about a kind: its wire name and what `agent interrupts list` shows.
+/// One kind of interrupt: the trait a kind implements, declared with
+/// [`macro@crate::interrupt`] on the impl block:
 ///
-/// Emitted by [`macro@crate::interrupt`] from its `type`, `summary` and `example`; it cannot
-/// be implemented by hand.
+/// ```
+/// use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Debug, Serialize, Deserialize)]
+/// pub struct SysctlReload {}
+///
+/// #[agent_core::interrupt(type = "sysctl_reload", summary = "sysctl --system")]
+/// impl InterruptKind for SysctlReload {
+///     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+///         let reload = Command::new("sysctl").arg("--system");
+///         cx.operation(0, CompletionPolicy::OnSuccess, reload).await
+///     }
+/// }
+/// ```
+///
+/// The struct's fields are the payload's fields; payload fields the kind does not declare are
+/// reported (and ignored) by the decoder. The attribute fills in the constants from its
+/// `type`, `summary` and `example`, and registers the kind as an [`Interrupt`] for decoding
+/// and listing; the trait cannot be implemented without it.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not declared as an interrupt kind",
     label = "not declared with #[agent_core::interrupt]",
     note = "declare the kind once, on its impl block: \
-            `#[agent_core::interrupt(type = \"my_kind\", summary = \"...\")] impl Interrupt for {Self} {{ ... }}` \
-            (it replaces #[typetag::serde], #[async_trait] and `impl InterruptKind`)"
+            `#[agent_core::interrupt(type = \"my_kind\", summary = \"...\")] impl InterruptKind for {Self} {{ ... }}`"
 )]
-pub trait InterruptKind: crate::__private::Declared + 'static {
+pub trait InterruptKind:
+    crate::__private::Declared + fmt::Debug + Send + Sync + Sized + 'static
+{
     /// The wire name: `"type"` in INTERRUPT_DATA. Also names its markers (`<TYPE>_<i>.complete`).
     const TYPE: &'static str;
     /// One line for listings.
@@ -36,9 +58,35 @@ pub trait InterruptKind: crate::__private::Declared + 'static {
     /// An example payload (compact JSON); the registry checks that it decodes to this kind and
     /// serializes back to itself.
     const EXAMPLE: &'static str;
+
+    /// Check the decoded payload (e.g. service names). The core calls it after decoding, before
+    /// a run or a plan touches anything; `run` can rely on it. Shared checks are in
+    /// [`crate::validate`].
+    ///
+    /// # Errors
+    /// A message naming the offending field and value, shown as
+    /// `invalid <type> interrupt: <message>`.
+    fn validate(&self) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    /// Run the interrupt: build each command and hand it to `cx` as an indexed operation.
+    /// Implement it as `async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError>`.
+    ///
+    /// # Errors
+    /// The first operation that failed, a host error from the core, or the kind's own
+    /// failure ([`InterruptError::kind`]).
+    fn run(&self, cx: &InterruptContext)
+    -> impl Future<Output = Result<(), InterruptError>> + Send;
 }
 
 /// The wire identity of a kind, available on trait objects.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not declared as an interrupt kind",
+    label = "`Interrupt` is implemented by #[agent_core::interrupt]",
+    note = "implement `InterruptKind` instead, with \
+            `#[agent_core::interrupt(type = \"my_kind\", summary = \"...\")] impl InterruptKind for {Self} {{ ... }}`"
+)]
 pub trait Named {
     fn type_name(&self) -> &'static str;
 
@@ -57,46 +105,25 @@ impl<T: InterruptKind> Named for T {
     }
 }
 
-/// One kind of interrupt. Declare an implementation with [`macro@crate::interrupt`]:
+/// A decoded interrupt of any kind: what INTERRUPT_DATA becomes, and what the core runs.
 ///
-/// ```
-/// use agent_core::{Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError};
-/// use serde::{Deserialize, Serialize};
-///
-/// #[derive(Debug, Serialize, Deserialize)]
-/// pub struct SysctlReload {}
-///
-/// #[agent_core::interrupt(type = "sysctl_reload", summary = "sysctl --system")]
-/// impl Interrupt for SysctlReload {
-///     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
-///         let reload = Command::new("sysctl").arg("--system");
-///         cx.operation(0, CompletionPolicy::OnSuccess, reload).await
-///     }
-/// }
-/// ```
-///
-/// The struct's fields are the payload's fields. Payload fields the kind does not declare are
-/// reported (and ignored) by the decoder.
+/// Implemented for each [`InterruptKind`] by [`macro@crate::interrupt`] (which also registers
+/// it with typetag under the kind's wire name); it forwards to the kind.
 #[typetag::serde(tag = "type")]
 #[async_trait::async_trait]
 pub trait Interrupt: Named + fmt::Debug + Send + Sync {
-    /// Check the decoded payload (e.g. service names). The core calls it after decoding, before
-    /// a run or a plan touches anything; `run` can rely on it. Shared checks are in
-    /// [`crate::validate`].
+    /// [`InterruptKind::validate`] (named apart, so that a kind's own `validate` is not
+    /// ambiguous where both traits are in scope).
     ///
     /// # Errors
-    /// A message naming the offending field and value, shown as
-    /// `invalid <type> interrupt: <message>`.
-    fn validate(&self) -> Result<(), BoxError> {
-        Ok(())
-    }
+    /// The kind's message.
+    fn validate_payload(&self) -> Result<(), BoxError>;
 
-    /// Run the interrupt: build each command and hand it to `cx` as an indexed operation.
+    /// [`InterruptKind::run`].
     ///
     /// # Errors
-    /// The first operation that failed, a host error from the core, or the kind's own
-    /// failure ([`InterruptError::kind`]).
-    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError>;
+    /// The kind's.
+    async fn run_operations(&self, cx: &InterruptContext) -> Result<(), InterruptError>;
 }
 
 /// SPEC §9.2: payloads over 1 MiB are rejected before decoding.
@@ -201,7 +228,7 @@ impl dyn Interrupt {
         let interrupt: Box<dyn Interrupt> = serde_json::from_value(value.clone())
             .map_err(|e| DecodeError::Malformed(e.to_string()))?;
         interrupt
-            .validate()
+            .validate_payload()
             .map_err(|source| DecodeError::Invalid {
                 type_name: type_name.clone(),
                 source,

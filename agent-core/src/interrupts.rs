@@ -849,14 +849,14 @@ pub async fn plan_interrupt(
         return (Vec::new(), Err(e));
     }
     let cx = InterruptContext::dry_run(settings, interrupt.type_name());
-    let result = interrupt.run(&cx).await;
+    let result = interrupt.run_operations(&cx).await;
     (cx.planned(), result)
 }
 
 /// The kind's own check of its fields, as `invalid <type> interrupt: ...`.
 fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
     interrupt
-        .validate()
+        .validate_payload()
         .map_err(|source| InterruptError::Invalid {
             type_name: interrupt.type_name(),
             source,
@@ -902,7 +902,7 @@ pub async fn run_interrupt_with_results(
     // SPEC §5: temp files a killed run left behind, once no live writer can own them.
     settings.fs.clean_stale_temps(&settings.markers_dir);
     let cx = InterruptContext::new(settings, interrupt.type_name());
-    let result = interrupt.run(&cx).await;
+    let result = interrupt.run_operations(&cx).await;
     let shutdown = cx.shutdown_in_progress();
     let finished = cx.finish_log();
     let records = cx.records();
@@ -1188,6 +1188,34 @@ mod tests {
             "agent stopped after receiving a termination signal"
         );
         assert!(host.ran().is_empty());
+    }
+
+    #[test]
+    fn a_command_timeout_applies_and_the_shorter_of_two_wins() {
+        let mut host = Host::new(&[]);
+        let cx = host.cx();
+        let short = Command::new("a").timeout(Duration::from_secs(2));
+        block_on(cx.operation(0, CompletionPolicy::OnSuccess, short.clone())).unwrap();
+        block_on(cx.operation(1, CompletionPolicy::OnSuccess, Command::new("b"))).unwrap();
+        host.test.settings_mut().exec.timeout = Some(Duration::from_secs(5));
+        let cx = host.cx();
+        let long = Command::new("c").timeout(Duration::from_secs(60));
+        block_on(cx.operation(2, CompletionPolicy::OnSuccess, long)).unwrap();
+        block_on(cx.operation(3, CompletionPolicy::OnSuccess, short.clone())).unwrap();
+        assert_eq!(
+            host.timeouts(),
+            [
+                Some(Duration::from_secs(2)),
+                None,
+                Some(Duration::from_secs(5)),
+                Some(Duration::from_secs(2)),
+            ]
+        );
+
+        host.answer_timed_out();
+        let err = block_on(host.cx().operation(4, CompletionPolicy::OnSuccess, short)).unwrap_err();
+        assert_eq!(err.to_string(), "a: timed out after 2s");
+        assert!(host.marker("kind_4.complete").is_none());
     }
 
     #[test]

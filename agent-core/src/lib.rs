@@ -42,7 +42,7 @@ pub use interrupt::{
 };
 pub use typetag;
 
-/// Declare an interrupt kind: on its `impl Interrupt for Kind { ... }` block,
+/// Declare an interrupt kind: on its `impl InterruptKind for Kind { ... }` block,
 /// `#[agent_core::interrupt(type = "my_kind", summary = "one line", example = r#"{...}"#)]`.
 ///
 /// - `type`: the wire name (the payload's `"type"`, lowercase snake case); it also names the
@@ -51,9 +51,9 @@ pub use typetag;
 /// - `example` (optional, default `{"type":"<type>"}`): a payload in the kind's canonical
 ///   form. At startup the registry decodes it and checks it serializes back to itself.
 ///
-/// It implements [`InterruptKind`], registers the kind for decoding (typetag, under `type`)
-/// and for listing, and expands `async fn run`. Nothing else declares a kind: writing the
-/// registrations by hand does not compile.
+/// It adds `TYPE`, `SUMMARY` and `EXAMPLE` to the impl, implements [`Interrupt`] for the kind
+/// and registers it for decoding (typetag, under `type`) and for listing. Nothing else
+/// declares a kind: an `impl InterruptKind` without it does not compile.
 pub use agent_macros::interrupt;
 
 /// Used by [`macro@interrupt`]; not a public API.
@@ -63,10 +63,10 @@ pub mod __private {
 
     /// Implemented by [`macro@crate::interrupt`] only.
     #[diagnostic::on_unimplemented(
-        message = "`{Self}` implements InterruptKind by hand",
+        message = "`{Self}` is not declared as an interrupt kind",
         label = "not declared with #[agent_core::interrupt]",
-        note = "remove `impl InterruptKind`, `register_interrupt!` and #[typetag::serde]; declare the kind once with \
-                `#[agent_core::interrupt(type = \"my_kind\", summary = \"...\")]` on its `impl Interrupt` block"
+        note = "put `#[agent_core::interrupt(type = \"my_kind\", summary = \"...\")]` on `impl InterruptKind for {Self}` \
+                (it replaces #[typetag::serde], #[async_trait], the TYPE/SUMMARY/EXAMPLE constants and `register_interrupt!`)"
     )]
     pub trait Declared {}
 }

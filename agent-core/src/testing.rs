@@ -7,11 +7,11 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! use agent_core::testing::TestHost;
-//! # use agent_core::{Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError};
+//! # use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
 //! # #[derive(Debug, serde::Serialize, serde::Deserialize)]
 //! # struct SysctlReload {}
 //! # #[agent_core::interrupt(type = "sysctl_reload", summary = "sysctl --system")]
-//! # impl Interrupt for SysctlReload {
+//! # impl InterruptKind for SysctlReload {
 //! #     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
 //! #         cx.operation(0, CompletionPolicy::OnSuccess, Command::new("sysctl").arg("--system")).await
 //! #     }
@@ -48,18 +48,42 @@ use crate::registry;
 #[derive(Debug, Default)]
 pub struct ScriptedRunner {
     commands: Mutex<Vec<String>>,
-    answers: Mutex<VecDeque<Termination>>,
+    timeouts: Mutex<Vec<Option<Duration>>>,
+    answers: Mutex<VecDeque<Answer>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Ends(Termination),
+    /// The command outlives its timeout and is stopped with SIGTERM.
+    TimesOut,
 }
 
 impl ScriptedRunner {
     /// Answer the next commands with these terminations, in order.
     pub fn answer(&self, terminations: impl IntoIterator<Item = Termination>) {
-        self.answers.lock().expect("lock").extend(terminations);
+        self.answers
+            .lock()
+            .expect("lock")
+            .extend(terminations.into_iter().map(Answer::Ends));
+    }
+
+    /// The next command runs into its timeout.
+    pub fn answer_timed_out(&self) {
+        self.answers
+            .lock()
+            .expect("lock")
+            .push_back(Answer::TimesOut);
     }
 
     /// Every command line run so far (`program arg arg`).
     pub fn commands(&self) -> Vec<String> {
         self.commands.lock().expect("lock").clone()
+    }
+
+    /// The timeout each command ran under, in order.
+    pub fn timeouts(&self) -> Vec<Option<Duration>> {
+        self.timeouts.lock().expect("lock").clone()
     }
 }
 
@@ -77,13 +101,21 @@ impl Runner for ScriptedRunner {
             line.push_str(a);
         }
         self.commands.lock().expect("lock").push(line);
-        let termination = self
+        self.timeouts.lock().expect("lock").push(cfg.timeout);
+        let answer = self
             .answers
             .lock()
             .expect("lock")
             .pop_front()
-            .unwrap_or(Termination::Exited(0));
-        let mut outcome = Outcome::new(termination);
+            .unwrap_or(Answer::Ends(Termination::Exited(0)));
+        let mut outcome = match answer {
+            Answer::Ends(termination) => Outcome::new(termination),
+            Answer::TimesOut => {
+                let mut outcome = Outcome::new(Termination::Signalled(libc::SIGTERM));
+                outcome.timed_out = true;
+                outcome
+            }
+        };
         outcome.cancelled = cfg.cancel.is_cancelled();
         Ok(outcome)
     }
@@ -170,6 +202,16 @@ impl TestHost {
     /// Answer the next commands with these terminations (default: exit 0).
     pub fn answer(&self, terminations: impl IntoIterator<Item = Termination>) {
         self.runner.answer(terminations);
+    }
+
+    /// The next command runs into its timeout.
+    pub fn answer_timed_out(&self) {
+        self.runner.answer_timed_out();
+    }
+
+    /// The timeout each command ran under (the shorter of its own and the agent's), in order.
+    pub fn timeouts(&self) -> Vec<Option<Duration>> {
+        self.runner.timeouts()
     }
 
     /// Write the host's boot ID.
@@ -574,5 +616,144 @@ fn shutdown_or_success(op: &PlannedOperation) -> Termination {
         Termination::Signalled(libc::SIGTERM)
     } else {
         Termination::Exited(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::{Command, InterruptContext};
+
+    /// Two operations, as a kind should.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct TwoSteps {
+        unit: String,
+    }
+
+    #[crate::interrupt(
+        type = "two_steps",
+        summary = "stop, then start",
+        example = r#"{"type":"two_steps","unit":"kubelet"}"#
+    )]
+    impl InterruptKind for TwoSteps {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            let stop = Command::new("systemctl").args(["stop", &self.unit]);
+            cx.operation(0, CompletionPolicy::OnSuccess, stop).await?;
+            let start = Command::new("systemctl").args(["start", &self.unit]);
+            cx.operation(1, CompletionPolicy::OnSuccess, start).await
+        }
+    }
+
+    /// Ignores the failure of its command.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct SwallowsFailure {}
+
+    #[crate::interrupt(type = "swallows_failure", summary = "ignores a failed command")]
+    impl InterruptKind for SwallowsFailure {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            let _ = cx
+                .operation(0, CompletionPolicy::OnSuccess, Command::new("false"))
+                .await;
+            Ok(())
+        }
+    }
+
+    /// A field that never reaches the wire.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Unserialized {
+        #[serde(skip_serializing)]
+        node: String,
+    }
+
+    #[crate::interrupt(
+        type = "unserialized",
+        summary = "loses its field on the wire",
+        example = r#"{"type":"unserialized","node":"n1"}"#
+    )]
+    impl InterruptKind for Unserialized {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            let drain = Command::new("kubectl").args(["drain", &self.node]);
+            cx.operation(0, CompletionPolicy::OnSuccess, drain).await
+        }
+    }
+
+    /// Two commands under one index: the second is skipped as complete on the first run.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct OneIndexTwice {}
+
+    #[crate::interrupt(type = "one_index_twice", summary = "reuses operation 0")]
+    impl InterruptKind for OneIndexTwice {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            cx.operation(0, CompletionPolicy::OnSuccess, Command::new("a"))
+                .await?;
+            cx.operation(0, CompletionPolicy::OnSuccess, Command::new("b"))
+                .await
+        }
+    }
+
+    #[test]
+    fn a_conforming_kind_passes() {
+        assert_kind::<TwoSteps>();
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "assert_kind::<agent_core::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
+    )]
+    fn a_kind_that_swallows_a_failure_fails_the_check() {
+        assert_kind::<SwallowsFailure>();
+    }
+
+    #[test]
+    #[should_panic(
+        expected = r#"its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}"#
+    )]
+    fn an_example_that_does_not_survive_the_wire_fails_the_check() {
+        assert_kind::<Unserialized>();
+    }
+
+    #[test]
+    #[should_panic(expected = r#"the run ran ["a"], the dry run announced ["a", "b"]"#)]
+    fn operations_sharing_an_index_fail_the_check() {
+        assert_kind::<OneIndexTwice>();
+    }
+
+    #[test]
+    fn the_registry_self_check_names_the_kind_and_its_module() {
+        let d = registry::find("unserialized").unwrap();
+        assert_eq!(
+            registry::check_example(d).unwrap_err().to_string(),
+            r#"interrupt kind "unserialized" (module agent_core::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
+        );
+        assert!(registry::check_example(registry::find("two_steps").unwrap()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn test_host_runs_what_the_operator_bytes_become() {
+        let host = TestHost::temp();
+        let kind = Unserialized { node: "n1".into() };
+        let (result, records) = host.run_kind(&kind).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            r#"serialized interrupt must be base64-encoded JSON with a "type" field: missing field `node`"#
+        );
+        assert!(records.is_empty());
+        assert!(host.commands().is_empty(), "nothing ran");
+        assert!(host.markers().is_empty());
+
+        let (result, _) = host
+            .run(r#"{"type":"two_steps","unit":"kubelet","extra":1}"#)
+            .await;
+        result.unwrap();
+        assert_eq!(
+            host.commands(),
+            ["systemctl stop kubelet", "systemctl start kubelet"]
+        );
+        assert_eq!(
+            host.markers(),
+            ["two_steps_0.complete", "two_steps_1.complete"]
+        );
     }
 }

@@ -18,7 +18,9 @@ use agent_core::identity::ResourceId;
 use agent_core::interrupt::{DecodeError, MAX_PAYLOAD_BYTES};
 use agent_core::package::PackageConfig;
 use agent_core::step::{Mode, Step};
-use agent_core::{BoxError, Interrupt, InterruptContext, InterruptError, logs, pyrepr, timestamp};
+use agent_core::{
+    BoxError, Interrupt, InterruptContext, InterruptError, InterruptKind, logs, pyrepr, timestamp,
+};
 use base64::Engine as _;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -50,7 +52,7 @@ struct PropRestart {
     summary = "property-test kind",
     example = r#"{"type":"prop_restart","units":["a.service"]}"#
 )]
-impl Interrupt for PropRestart {
+impl InterruptKind for PropRestart {
     fn validate(&self) -> Result<(), BoxError> {
         match self
             .units
@@ -72,7 +74,7 @@ impl Interrupt for PropRestart {
 struct PropNothing {}
 
 #[agent_core::interrupt(type = "prop_nothing", summary = "property-test kind without fields")]
-impl Interrupt for PropNothing {
+impl InterruptKind for PropNothing {
     async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
         Ok(())
     }

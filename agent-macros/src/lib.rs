@@ -1,10 +1,11 @@
 //! `#[interrupt]`: declares an interrupt kind in one place. Use it through agent-core
 //! (`#[agent_core::interrupt(type = "...", summary = "...")]`); this crate has no other API.
 //!
-//! On `impl Interrupt for Kind { ... }` it emits the kind's constants (`InterruptKind`), its
-//! registration for listing and self-checks, the typetag registration under the wire name (for
-//! decoding) and the async-trait expansion of the impl. The wire name is written once, in the
-//! attribute. Misuses are compile errors that say what to write instead.
+//! On `impl InterruptKind for Kind { ... }` it adds the kind's constants to the impl, and
+//! emits the kind's `Interrupt` trait-object impl (async-trait expanded, registered with
+//! typetag under the wire name, for decoding) and its registration for listing and
+//! self-checks. The wire name is written once, in the attribute. Misuses are compile errors
+//! that say what to write instead.
 
 use proc_macro::TokenStream;
 use proc_macro2::Span;
@@ -40,16 +41,18 @@ fn expand(
     let item: Item = syn::parse2(item).map_err(|e| {
         Error::new(
             e.span(),
-            "#[agent_core::interrupt] goes on an `impl Interrupt for YourKind { ... }` block",
+            "#[agent_core::interrupt] goes on an `impl InterruptKind for YourKind { ... }` block",
         )
     })?;
     let Item::Impl(imp) = item else {
         let what = match &item {
             Item::Struct(_) | Item::Enum(_) => {
-                "#[agent_core::interrupt] goes on the kind's `impl Interrupt for YourKind { ... }` \
+                "#[agent_core::interrupt] goes on the kind's `impl InterruptKind for YourKind { ... }` \
                  block, not on the type: keep only #[derive(Debug, Serialize, Deserialize)] here"
             }
-            _ => "#[agent_core::interrupt] goes on an `impl Interrupt for YourKind { ... }` block",
+            _ => {
+                "#[agent_core::interrupt] goes on an `impl InterruptKind for YourKind { ... }` block"
+            }
         };
         return Err(Error::new(first_token_span(&item), what));
     };
@@ -171,18 +174,18 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
     let Some((trait_path, _)) = &imp.trait_ else {
         return Err(Error::new(
             imp.self_ty.span(),
-            "#[agent_core::interrupt] goes on `impl Interrupt for YourKind { ... }`, not on an \
-             inherent impl",
+            "#[agent_core::interrupt] goes on `impl InterruptKind for YourKind { ... }`, not on \
+             an inherent impl",
         ));
     };
     if trait_path
         .segments
         .last()
-        .is_none_or(|s| s.ident != "Interrupt")
+        .is_none_or(|s| s.ident != "InterruptKind")
     {
         return Err(Error::new(
             trait_path.span(),
-            "#[agent_core::interrupt] goes on `impl Interrupt for YourKind { ... }`",
+            "#[agent_core::interrupt] goes on `impl InterruptKind for YourKind { ... }`",
         ));
     }
     if !imp.generics.params.is_empty() {
@@ -205,11 +208,11 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
         if first == "typetag" || last == "async_trait" {
-            return Err(Error::new(
-                attr.span(),
+            return Err(Error::new_spanned(
+                attr,
                 format!(
-                    "remove #[{}]: #[agent_core::interrupt] already registers the kind with \
-                     typetag under its `type` and expands `async fn run`",
+                    "remove #[{}]: #[agent_core::interrupt] registers the kind with typetag \
+                     under its `type` itself, and `async fn run` needs no macro",
                     attr.path().to_token_stream().to_string().replace(' ', "")
                 ),
             ));
@@ -217,6 +220,16 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
     }
     let mut run = None;
     for item in &imp.items {
+        if let ImplItem::Const(c) = item {
+            return Err(Error::new(
+                c.ident.span(),
+                format!(
+                    "remove `const {}`: #[agent_core::interrupt] defines TYPE, SUMMARY and \
+                     EXAMPLE from its `type`, `summary` and `example`",
+                    c.ident
+                ),
+            ));
+        }
         if let ImplItem::Fn(f) = item {
             let name = f.sig.ident.to_string();
             if name.starts_with("typetag_") {
@@ -243,7 +256,37 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
             format!("`run` is an async fn: write `{RUN_SIGNATURE}`"),
         ));
     }
+    if !returns_unit_result(&run.sig.output) {
+        return Err(Error::new_spanned(
+            &run.sig.output,
+            format!(
+                "`run` returns `Result<(), InterruptError>`: a failed operation is an `Err` \
+                 (`cx.operation(..).await?`), never an `Ok` value. Write `{RUN_SIGNATURE}`"
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// `-> Result<(), ...>`, however `Result` is spelled.
+fn returns_unit_result(output: &syn::ReturnType) -> bool {
+    let syn::ReturnType::Type(_, ty) = output else {
+        return false;
+    };
+    let syn::Type::Path(path) = ty.as_ref() else {
+        return false;
+    };
+    let Some(last) = path.path.segments.last() else {
+        return false;
+    };
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return false;
+    };
+    last.ident == "Result"
+        && matches!(
+            args.args.first(),
+            Some(syn::GenericArgument::Type(syn::Type::Tuple(t))) if t.elems.is_empty()
+        )
 }
 
 fn emit(args: &Args, imp: &ItemImpl) -> proc_macro2::TokenStream {
@@ -258,14 +301,17 @@ fn emit(args: &Args, imp: &ItemImpl) -> proc_macro2::TokenStream {
             type_name.span(),
         )
     });
-    let kind = imp.self_ty.clone();
+    let kind = &imp.self_ty;
     let span = type_name.span();
+    // The user's impl, with the constants the attribute declares.
+    let mut imp = imp.clone();
+    imp.items.extend([
+        syn::parse_quote_spanned!(span=> const TYPE: &'static str = #type_name;),
+        syn::parse_quote_spanned!(span=> const SUMMARY: &'static str = #summary;),
+        syn::parse_quote_spanned!(span=> const EXAMPLE: &'static str = #example;),
+    ]);
     quote_spanned! {span=>
-        impl ::agent_core::InterruptKind for #kind {
-            const TYPE: &'static str = #type_name;
-            const SUMMARY: &'static str = #summary;
-            const EXAMPLE: &'static str = #example;
-        }
+        #imp
 
         impl ::agent_core::__private::Declared for #kind {}
 
@@ -279,7 +325,18 @@ fn emit(args: &Args, imp: &ItemImpl) -> proc_macro2::TokenStream {
 
             #[typetag::serde(name = #type_name)]
             #[::agent_core::async_trait]
-            #imp
+            impl ::agent_core::Interrupt for #kind {
+                fn validate_payload(&self) -> ::core::result::Result<(), ::agent_core::BoxError> {
+                    <Self as ::agent_core::InterruptKind>::validate(self)
+                }
+
+                async fn run_operations(
+                    &self,
+                    cx: &::agent_core::InterruptContext,
+                ) -> ::core::result::Result<(), ::agent_core::InterruptError> {
+                    <Self as ::agent_core::InterruptKind>::run(self, cx).await
+                }
+            }
         };
     }
 }

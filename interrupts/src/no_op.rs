@@ -1,6 +1,6 @@
 //! `no_op`: runs nothing; records `no_op.complete` as the upstream agents do (SPEC §9.1).
 
-use agent_core::{Interrupt, InterruptContext, InterruptError};
+use agent_core::{InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -10,7 +10,7 @@ pub struct NoOp {}
     type = "no_op",
     summary = "run nothing; record that the interrupt was handled"
 )]
-impl Interrupt for NoOp {
+impl InterruptKind for NoOp {
     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         cx.mark_done()
     }

@@ -1,6 +1,6 @@
 //! `node_restart`: reboot the host, complete once its boot ID has changed (SPEC §9.1, §9.4).
 
-use agent_core::{Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError};
+use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -10,7 +10,7 @@ pub struct NodeRestart {}
     type = "node_restart",
     summary = "reboot the node; complete once the host's boot ID has changed"
 )]
-impl Interrupt for NodeRestart {
+impl InterruptKind for NodeRestart {
     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         // Being killed by the reboot we asked for is success; the core confirms it by boot ID.
         cx.operation(0, CompletionPolicy::AfterReboot, Command::new("reboot"))

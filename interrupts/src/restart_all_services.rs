@@ -1,6 +1,6 @@
 //! `restart_all_services`: `service procps force-reload` (SPEC §9.1, as upstream).
 
-use agent_core::{Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError};
+use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -10,7 +10,7 @@ pub struct RestartAllServices {}
     type = "restart_all_services",
     summary = "service procps force-reload (reapply sysctl settings)"
 )]
-impl Interrupt for RestartAllServices {
+impl InterruptKind for RestartAllServices {
     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         let reload = Command::new("service").args(["procps", "force-reload"]);
         cx.operation(0, CompletionPolicy::OnSuccess, reload).await

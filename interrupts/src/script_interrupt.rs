@@ -1,7 +1,7 @@
 //! `script_interrupt`: runs nothing and writes nothing; the package's apply script already
 //! did the work (SPEC §9.1, as upstream).
 
-use agent_core::{Interrupt, InterruptContext, InterruptError};
+use agent_core::{InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -11,7 +11,7 @@ pub struct ScriptInterrupt {}
     type = "script_interrupt",
     summary = "run nothing; the package's own scripts handle the interrupt"
 )]
-impl Interrupt for ScriptInterrupt {
+impl InterruptKind for ScriptInterrupt {
     async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
         Ok(())
     }

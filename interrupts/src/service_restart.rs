@@ -2,7 +2,7 @@
 //! (SPEC §9.1).
 
 use agent_core::{
-    BoxError, Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, validate,
+    BoxError, Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind, validate,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -22,7 +22,7 @@ fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Erro
     summary = "systemctl daemon-reload, then systemctl restart each listed service",
     example = r#"{"type":"service_restart","services":["containerd","kubelet"]}"#
 )]
-impl Interrupt for ServiceRestart {
+impl InterruptKind for ServiceRestart {
     fn validate(&self) -> Result<(), BoxError> {
         for s in &self.services {
             validate::systemd_unit_name("services", s)?;
@@ -44,6 +44,7 @@ impl Interrupt for ServiceRestart {
 
 #[cfg(test)]
 mod tests {
+    use agent_core::Interrupt;
     use agent_core::interrupts::OperationRecord;
     use agent_core::testing::{TestHost, assert_kind};
 

@@ -13,7 +13,7 @@ use interrupts as _;
 
 /// A third-party crate that claims the built-in `no_op` wire name.
 mod clashing {
-    use agent_core::{Interrupt, InterruptContext, InterruptError};
+    use agent_core::{InterruptContext, InterruptError, InterruptKind};
 
     #[derive(Debug, serde::Serialize, serde::Deserialize)]
     pub struct ImpostorNoOp {}
@@ -22,7 +22,7 @@ mod clashing {
         type = "no_op",
         summary = "a second kind under the built-in no_op name"
     )]
-    impl Interrupt for ImpostorNoOp {
+    impl InterruptKind for ImpostorNoOp {
         async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
             Ok(())
         }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use agent_core::validate::{self, InvalidField};
 use agent_core::{
-    BoxError, Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError,
+    BoxError, Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind,
 };
 use serde::{Deserialize, Serialize};
 
@@ -138,7 +138,7 @@ fn check_node_name(name: &str) -> Result<(), String> {
     summary = "cordon the node and evict its pods (kubectl drain); node defaults to NODE_NAME",
     example = r#"{"type":"pod_drain","node_name":"gpu-node-7","timeout_seconds":300,"ignore_daemonsets":true}"#
 )]
-impl Interrupt for PodDrain {
+impl InterruptKind for PodDrain {
     fn validate(&self) -> Result<(), BoxError> {
         if let Some(name) = &self.node_name {
             check_node_name(name).map_err(|e| InvalidField::new("node_name", e))?;
@@ -160,7 +160,7 @@ impl Interrupt for PodDrain {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::InterruptKind;
+    use agent_core::Interrupt;
     use agent_core::execution::Termination;
     use agent_core::interrupts::{InterruptOutcome, OperationRecord};
     use agent_core::testing::{Conformance, TestHost, assert_kind};
