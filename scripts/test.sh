@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The plugin tests run the distributor binary of examples/custom-interrupt, which
+# The plugin tests run the distributor binary of examples/custom-agent, which
 # `cargo test` does not build for another package's tests.
 cargo build --workspace --bins --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 cargo test --workspace --locked

@@ -168,7 +168,7 @@ impl dyn Interrupt {
         serde_json::to_string(self).expect("interrupt kinds serialize to JSON")
     }
 
-    /// INTERRUPT_DATA: standard base64 of [`Self::to_json`].
+    /// INTERRUPT_DATA: standard base64 of the canonical JSON (`to_json`).
     pub fn to_base64(&self) -> String {
         base64::engine::general_purpose::STANDARD.encode(self.to_json())
     }

@@ -50,7 +50,7 @@ pub enum InterruptError {
         #[source]
         source: HostFsError,
     },
-    /// The payload failed the kind's [`Interrupt::validate`].
+    /// The payload failed the kind's [`InterruptKind::validate`](crate::InterruptKind::validate).
     #[error("invalid {type_name} interrupt: {source}")]
     Invalid {
         type_name: &'static str,
@@ -110,7 +110,7 @@ pub enum OperationRecord {
     },
 }
 
-/// The core's side of an interrupt run, handed to [`Interrupt::run`].
+/// The core's side of an interrupt run, handed to [`InterruptKind::run`](crate::InterruptKind::run).
 #[derive(Debug)]
 pub struct InterruptContext {
     settings: InterruptSettings,

@@ -1,4 +1,4 @@
-//! Checks that interrupt kinds share, for their [`Interrupt::validate`](crate::Interrupt::validate).
+//! Checks that interrupt kinds share, for their [`InterruptKind::validate`](crate::InterruptKind::validate).
 //! Each names the payload field it checks, so its message reads
 //! `invalid <type> interrupt: <field>: <problem>`.
 //!

@@ -18,15 +18,21 @@ fn the_common_mistakes_table_quotes_its_tests() {
         .nth(1)
         .expect("a Common mistakes section");
     let mut rows = 0;
-    for line in table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| mistake")) {
+    for line in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| mistake"))
+    {
         let cells: Vec<&str> = line.split(" | ").collect();
         assert_eq!(cells.len(), 3, "{line}");
         let message = first_code_span(cells[1]).unwrap_or_else(|| panic!("no message in {line}"));
         let file = first_code_span(cells[2]).unwrap_or_else(|| panic!("no test in {line}"));
         let file = file.trim_end_matches(" |");
-        let text = std::fs::read_to_string(repo.join(file))
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
-        assert!(text.contains(message), "{file} does not contain {message:?}");
+        let text =
+            std::fs::read_to_string(repo.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            text.contains(message),
+            "{file} does not contain {message:?}"
+        );
         rows += 1;
     }
     assert!(rows >= 15, "{rows} rows");

@@ -320,7 +320,7 @@ mod tests {
     #[tokio::test]
     async fn drains_the_node_named_by_node_name_env_and_marks_it_done() {
         let host = TestHost::temp().env("NODE_NAME", "gpu-node-7");
-        let (result, records) = host.run_kind(&PodDrain::default()).await;
+        let (result, records) = host.run(r#"{"type":"pod_drain"}"#).await;
         assert_eq!(result.unwrap(), InterruptOutcome::Completed);
         assert_eq!(
             records,
@@ -331,7 +331,7 @@ mod tests {
         );
         assert!(host.marker("pod_drain_0.complete").is_some());
 
-        let (result, records) = host.run_kind(&PodDrain::default()).await;
+        let (result, records) = host.run(r#"{"type":"pod_drain"}"#).await;
         assert_eq!(result.unwrap(), InterruptOutcome::Completed);
         assert_eq!(
             records,
