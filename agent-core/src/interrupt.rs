@@ -147,12 +147,10 @@ pub enum DecodeError {
     Duplicate(#[from] registry::DuplicateKind),
     #[error("serialized interrupt is {0} bytes, over the limit of 1 MiB")]
     TooLarge(usize),
-    #[error("invalid {type_name} interrupt: {source}")]
-    Invalid {
-        type_name: String,
-        #[source]
-        source: BoxError,
-    },
+    /// The kind's [`InterruptKind::validate`] refused the payload. The message includes the
+    /// kind's error, which is kept as it is in `error`.
+    #[error("invalid {type_name} interrupt: {error}")]
+    Invalid { type_name: String, error: BoxError },
 }
 
 /// A decoded payload, with the fields the kind does not know (ignored, worth a warning).
@@ -229,9 +227,9 @@ impl dyn Interrupt {
             .map_err(|e| DecodeError::Malformed(e.to_string()))?;
         interrupt
             .validate_payload()
-            .map_err(|source| DecodeError::Invalid {
+            .map_err(|error| DecodeError::Invalid {
                 type_name: type_name.clone(),
-                source,
+                error,
             })?;
         let unknown_fields = if let Some(known) = (descriptor.fields)() {
             // The names the kind's Deserialize accepts (aliases included).

@@ -51,11 +51,11 @@ pub enum InterruptError {
         source: HostFsError,
     },
     /// The payload failed the kind's [`InterruptKind::validate`](crate::InterruptKind::validate).
-    #[error("invalid {type_name} interrupt: {source}")]
+    /// The kind's error is part of the message and kept as it is in `error`.
+    #[error("invalid {type_name} interrupt: {error}")]
     Invalid {
         type_name: &'static str,
-        #[source]
-        source: BoxError,
+        error: BoxError,
     },
     /// The payload could not be decoded (the operator path decodes before it runs).
     #[error(transparent)]
@@ -857,9 +857,9 @@ pub async fn plan_interrupt(
 fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
     interrupt
         .validate_payload()
-        .map_err(|source| InterruptError::Invalid {
+        .map_err(|error| InterruptError::Invalid {
             type_name: interrupt.type_name(),
-            source,
+            error,
         })
 }
 
