@@ -9,18 +9,19 @@
 //! use agent_core::testing::TestHost;
 //! # use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
 //! # #[derive(Debug, serde::Serialize, serde::Deserialize)]
-//! # struct SysctlReload {}
-//! # #[agent_core::interrupt(type = "sysctl_reload", summary = "sysctl --system")]
-//! # impl InterruptKind for SysctlReload {
+//! # struct KubeletRestart {}
+//! # #[agent_core::interrupt(type = "kubelet_restart", summary = "systemctl restart kubelet")]
+//! # impl InterruptKind for KubeletRestart {
 //! #     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
-//! #         cx.operation(0, CompletionPolicy::OnSuccess, Command::new("sysctl").arg("--system")).await
+//! #         let restart = Command::new("systemctl").args(["restart", "kubelet"]);
+//! #         cx.operation(0, CompletionPolicy::OnSuccess, restart).await
 //! #     }
 //! # }
 //! let host = TestHost::temp();
-//! let (result, _records) = host.run(r#"{"type":"sysctl_reload"}"#).await;
+//! let (result, _records) = host.run(r#"{"type":"kubelet_restart"}"#).await;
 //! result.unwrap();
-//! assert_eq!(host.commands(), ["sysctl --system"]);
-//! assert!(host.marker("sysctl_reload_0.complete").is_some());
+//! assert_eq!(host.commands(), ["systemctl restart kubelet"]);
+//! assert!(host.marker("kubelet_restart_0.complete").is_some());
 //! # }
 //! ```
 
