@@ -6,8 +6,8 @@
 #      container suite), unshare (user namespaces, below), rustfmt and clippy. Run as root with
 #      apt-get available, it installs what is missing; otherwise it stops at once, naming it.
 #      Then `cargo fetch --locked`: every crate the lock file names, for every platform.
-#   2. cargo fmt --check, cargo clippy -D warnings, a build of every binary (the plugin tests run
-#      the distributor binary of examples/custom-interrupt, which `cargo test` does not build
+#   2. cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings, a build of every binary (the plugin tests run
+#      the distributor binary of examples/custom-agent, which `cargo test` does not build
 #      for another package's tests).
 #   3. cargo test --workspace --locked. Many integration tests chroot into a fake host root,
 #      which needs root. As root they run as they are; otherwise every test binary runs inside
@@ -97,6 +97,7 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --bins --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 
 # --- 3. unit, integration and doc tests -------------------------------------------------------
 

@@ -52,8 +52,9 @@ const EXIT_USAGE: u8 = 2;
 
 /// Run the agent with `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    // SPEC §9.5: two kinds with one wire name would make decoding ambiguous.
-    if let Err(e) = agent_core::registry::check_unique() {
+    // SPEC §9.5: two kinds with one wire name would make decoding ambiguous, and a kind whose
+    // example does not decode back to itself is declared wrong.
+    if let Err(e) = agent_core::registry::check() {
         eprint_out(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }

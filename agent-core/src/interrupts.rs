@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{info, warn};
 
-use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
+use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Termination};
 use crate::hostfs::{HostFs, HostFsError};
-use crate::interrupt::{Command, CompletionPolicy, Interrupt};
+use crate::interrupt::{BoxError, Command, CompletionPolicy, DecodeError, Interrupt};
 use crate::logs::{self, LogFile, RETAINED_LOGS};
 use crate::markers;
 use crate::results::OperationResult;
@@ -50,9 +50,26 @@ pub enum InterruptError {
         #[source]
         source: HostFsError,
     },
-    /// A kind's own failure (e.g. a precondition it checks itself).
-    #[error("{0}")]
-    Kind(String),
+    /// The payload failed the kind's [`InterruptKind::validate`](crate::InterruptKind::validate).
+    /// The kind's error is part of the message and kept as it is in `error`.
+    #[error("invalid {type_name} interrupt: {error}")]
+    Invalid {
+        type_name: &'static str,
+        error: BoxError,
+    },
+    /// The payload could not be decoded (the operator path decodes before it runs).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A kind's own failure (e.g. a precondition it checks itself), with its source.
+    #[error(transparent)]
+    Kind(BoxError),
+}
+
+impl InterruptError {
+    /// A kind's own failure: `InterruptError::kind("no node to drain")`, or any error.
+    pub fn kind(error: impl Into<BoxError>) -> Self {
+        Self::Kind(error.into())
+    }
 }
 
 fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> InterruptError {
@@ -93,7 +110,7 @@ pub enum OperationRecord {
     },
 }
 
-/// The core's side of an interrupt run, handed to [`Interrupt::run`].
+/// The core's side of an interrupt run, handed to [`InterruptKind::run`](crate::InterruptKind::run).
 #[derive(Debug)]
 pub struct InterruptContext {
     settings: InterruptSettings,
@@ -206,7 +223,7 @@ impl InterruptContext {
 
     /// Mark a kind that runs no command as done (`<TYPE>.complete`, no index: the name the
     /// upstream agents use for `no_op`).
-    pub fn mark_done(&self) -> Result<Status, InterruptError> {
+    pub fn mark_done(&self) -> Result<(), InterruptError> {
         let marker = self
             .settings
             .markers_dir
@@ -227,13 +244,13 @@ impl InterruptContext {
                 action,
                 reason,
             });
-            return Ok(Status::Success);
+            return Ok(());
         }
         self.settings
             .fs
             .write_atomic(&marker, now_stamp().as_bytes())
             .map_err(state_err(format!("writing {}", marker.display())))?;
-        Ok(Status::Success)
+        Ok(())
     }
 
     /// Operation `index` of this interrupt: skipped if already complete, else `command` runs
@@ -247,7 +264,7 @@ impl InterruptContext {
         index: usize,
         policy: CompletionPolicy,
         command: Command,
-    ) -> Result<Status, InterruptError> {
+    ) -> Result<(), InterruptError> {
         if let Some(dry) = &self.dry_run {
             return self.plan_operation(dry, index, policy, &command);
         }
@@ -268,7 +285,7 @@ impl InterruptContext {
             self.record(OperationRecord::Skipped {
                 marker: complete_name,
             });
-            return Ok(Status::Success);
+            return Ok(());
         }
         if s.exec.cancel.is_cancelled() || self.shutdown_in_progress() {
             return Err(InterruptError::Stopped);
@@ -320,7 +337,7 @@ impl InterruptContext {
         &self,
         complete: &Path,
         command: Command,
-    ) -> Result<Status, InterruptError> {
+    ) -> Result<(), InterruptError> {
         let text = command.to_string();
         let outcome = self
             .execute(
@@ -332,7 +349,7 @@ impl InterruptContext {
         if outcome.timed_out {
             return Err(InterruptError::TimedOut {
                 command: text,
-                seconds: format_seconds(self.settings.exec.timeout),
+                seconds: format_seconds(self.timeout_of(&command)),
             });
         }
         let succeeded = outcome.termination == Termination::Exited(0);
@@ -356,7 +373,7 @@ impl InterruptContext {
                 termination: outcome.termination,
             });
         }
-        Ok(Status::Success)
+        Ok(())
     }
 
     /// SPEC §9.4 and §9.6.
@@ -365,7 +382,7 @@ impl InterruptContext {
         index: usize,
         complete: &Path,
         command: Command,
-    ) -> Result<Status, InterruptError> {
+    ) -> Result<(), InterruptError> {
         let s = &self.settings;
         let fs = &s.fs;
         let boot_id = self.boot_id()?;
@@ -402,7 +419,7 @@ impl InterruptContext {
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default(),
                 });
-                return Ok(Status::Success);
+                return Ok(());
             }
             RebootStep::Refuse { count } => {
                 if let Err(reason) = &counted {
@@ -458,24 +475,31 @@ impl InterruptContext {
         }
         let outcome = result?;
         if outcome.cancelled {
-            return Ok(self.shutdown());
+            self.shutdown();
+            return Ok(());
         }
         // Our own timeout's SIGTERM is not the host's shutdown.
         if outcome.timed_out {
             return Err(InterruptError::TimedOut {
                 command: command.to_string(),
-                seconds: format_seconds(s.exec.timeout),
+                seconds: format_seconds(self.timeout_of(&command)),
             });
         }
         match outcome.termination {
             // The shutdown we asked for killed the command first.
-            Termination::Signalled(sig) if sig == libc::SIGTERM => Ok(self.shutdown()),
+            Termination::Signalled(sig) if sig == libc::SIGTERM => {
+                self.shutdown();
+                Ok(())
+            }
             Termination::Exited(0) => {
                 // The reboot is enqueued; the shutdown will stop us. If it does not, fail
                 // (the pending marker stays, so the next run retries or promotes).
                 let cancel = s.exec.cancel.clone();
                 tokio::select! {
-                    () = cancel.cancelled() => Ok(self.shutdown()),
+                    () = cancel.cancelled() => {
+                        self.shutdown();
+                        Ok(())
+                    }
                     () = tokio::time::sleep(s.reboot_wait) => Err(InterruptError::RebootNotObserved),
                 }
             }
@@ -486,9 +510,16 @@ impl InterruptContext {
         }
     }
 
-    fn shutdown(&self) -> Status {
+    fn shutdown(&self) {
         *self.shutdown_in_progress.lock().expect("lock") = true;
-        Status::Success
+    }
+
+    /// The timeout that applies to `command`: the shorter of its own and the agent's.
+    fn timeout_of(&self, command: &Command) -> Option<Duration> {
+        match (command.timeout, self.settings.exec.timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn boot_id(&self) -> Result<String, InterruptError> {
@@ -524,8 +555,11 @@ impl InterruptContext {
                 CompletionPolicy::OnSuccess => FirstSignal::Finish,
             },
         };
-        let result = s
-            .exec
+        let exec = execution::Config {
+            timeout: self.timeout_of(command),
+            ..s.exec.clone()
+        };
+        let result = exec
             .run(&spec, log.as_mut().map(|l| &mut l.file))
             .await
             .map_err(|source| InterruptError::Exec {
@@ -750,7 +784,7 @@ impl InterruptContext {
         index: usize,
         policy: CompletionPolicy,
         command: &Command,
-    ) -> Result<Status, InterruptError> {
+    ) -> Result<(), InterruptError> {
         let s = &self.settings;
         let name = format!("{}_{index}", self.type_name);
         let complete_name = markers::interrupt_complete_name(self.type_name, index);
@@ -790,7 +824,7 @@ impl InterruptContext {
             action,
             reason,
         });
-        Ok(Status::Success)
+        Ok(())
     }
 
     /// SPEC §9.4, §9.6, read-only: the same decision as [`Self::run_after_reboot`].
@@ -878,9 +912,22 @@ pub async fn plan_interrupt(
     settings: InterruptSettings,
     interrupt: &dyn Interrupt,
 ) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
+    if let Err(e) = validate(interrupt) {
+        return (Vec::new(), Err(e));
+    }
     let cx = InterruptContext::dry_run(settings, interrupt.type_name());
-    let result = interrupt.run(&cx).await.map(drop);
+    let result = interrupt.run_operations(&cx).await;
     (cx.planned(), result)
+}
+
+/// The kind's own check of its fields, as `invalid <type> interrupt: ...`.
+fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
+    interrupt
+        .validate_payload()
+        .map_err(|error| InterruptError::Invalid {
+            type_name: interrupt.type_name(),
+            error,
+        })
 }
 
 /// How an interrupt run ended, when it did not fail.
@@ -915,17 +962,21 @@ pub async fn run_interrupt_with_results(
     Vec<OperationRecord>,
     Vec<OperationResult>,
 ) {
+    // Before anything is touched; kinds rely on it instead of checking again in `run`.
+    if let Err(e) = validate(interrupt) {
+        return (Err(e), Vec::new(), Vec::new());
+    }
     // SPEC §5: temp files a killed run left behind, once no live writer can own them.
     settings.fs.clean_stale_temps(&settings.markers_dir);
     let cx = InterruptContext::new(settings, interrupt.type_name());
-    let result = interrupt.run(&cx).await;
+    let result = interrupt.run_operations(&cx).await;
     let shutdown = cx.shutdown_in_progress();
     let finished = cx.finish_log();
     let records = cx.records();
     let results = cx.results();
     let result = match (result, shutdown) {
         (_, true) => Ok(InterruptOutcome::ShutdownInProgress),
-        (Ok(_), false) => finished.map(|()| InterruptOutcome::Completed),
+        (Ok(()), false) => finished.map(|()| InterruptOutcome::Completed),
         (Err(e), false) => Err(e),
     };
     (result, records, results)
@@ -1076,10 +1127,7 @@ mod tests {
         .unwrap();
         host.set_boot_id("boot-2");
         let cx = host.cx();
-        assert_eq!(
-            block_on(cx.operation(0, CompletionPolicy::AfterReboot, reboot())).unwrap(),
-            Status::Success
-        );
+        block_on(cx.operation(0, CompletionPolicy::AfterReboot, reboot())).unwrap();
         assert!(!cx.shutdown_in_progress());
         assert_eq!(host.ran(), ["reboot"], "no second reboot");
         assert!(host.marker("kind_0.pending").is_none());
@@ -1163,7 +1211,7 @@ mod tests {
         let mut host = Host::new(&[Termination::Exited(0)]);
         host.test.settings_mut().reboot_wait = Duration::from_secs(30);
         let cx = host.cx();
-        let status = block_on(async {
+        block_on(async {
             let op = cx.operation(0, CompletionPolicy::AfterReboot, reboot());
             tokio::pin!(op);
             tokio::select! {
@@ -1173,7 +1221,6 @@ mod tests {
             op.await
         })
         .unwrap();
-        assert_eq!(status, Status::Success);
         assert!(cx.shutdown_in_progress());
     }
 
@@ -1222,6 +1269,34 @@ mod tests {
     }
 
     #[test]
+    fn a_command_timeout_applies_and_the_shorter_of_two_wins() {
+        let mut host = Host::new(&[]);
+        let cx = host.cx();
+        let short = Command::new("a").timeout(Duration::from_secs(2));
+        block_on(cx.operation(0, CompletionPolicy::OnSuccess, short.clone())).unwrap();
+        block_on(cx.operation(1, CompletionPolicy::OnSuccess, Command::new("b"))).unwrap();
+        host.test.settings_mut().exec.timeout = Some(Duration::from_secs(5));
+        let cx = host.cx();
+        let long = Command::new("c").timeout(Duration::from_secs(60));
+        block_on(cx.operation(2, CompletionPolicy::OnSuccess, long)).unwrap();
+        block_on(cx.operation(3, CompletionPolicy::OnSuccess, short.clone())).unwrap();
+        assert_eq!(
+            host.timeouts(),
+            [
+                Some(Duration::from_secs(2)),
+                None,
+                Some(Duration::from_secs(5)),
+                Some(Duration::from_secs(2)),
+            ]
+        );
+
+        host.answer_timed_out();
+        let err = block_on(host.cx().operation(4, CompletionPolicy::OnSuccess, short)).unwrap_err();
+        assert_eq!(err.to_string(), "a: timed out after 2s");
+        assert!(host.marker("kind_4.complete").is_none());
+    }
+
+    #[test]
     fn mark_done_writes_the_unindexed_marker() {
         let host = Host::new(&[]);
         host.cx().mark_done().unwrap();
@@ -1231,10 +1306,7 @@ mod tests {
     fn plan(host: &Host, ops: &[(usize, CompletionPolicy, Command)]) -> Vec<PlannedOperation> {
         let cx = host.dry();
         for (i, policy, command) in ops {
-            assert_eq!(
-                block_on(cx.operation(*i, *policy, command.clone())).unwrap(),
-                Status::Success
-            );
+            block_on(cx.operation(*i, *policy, command.clone())).unwrap();
         }
         cx.planned()
     }

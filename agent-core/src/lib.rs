@@ -27,18 +27,47 @@ pub mod runtime;
 pub mod stage;
 pub mod status;
 pub mod step;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timestamp;
+pub mod validate;
+
+// The paths `#[interrupt]` emits (`::agent_core::...`) also resolve inside this crate.
+extern crate self as agent_core;
 
 pub use async_trait::async_trait;
 pub use execution::Status;
 pub use interrupt::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, InterruptKind, Named,
+    BoxError, Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError,
+    InterruptKind, Named,
 };
 pub use typetag;
 
-/// Used by [`register_interrupt!`]; not a public API.
+/// Declare an interrupt kind: on its `impl InterruptKind for Kind { ... }` block,
+/// `#[agent_core::interrupt(type = "my_kind", summary = "one line", example = r#"{...}"#)]`.
+///
+/// - `type`: the wire name (the payload's `"type"`, lowercase snake case); it also names the
+///   kind's markers, `<type>_<i>.complete`.
+/// - `summary`: one line for `agent interrupts list`.
+/// - `example` (optional, default `{"type":"<type>"}`): a payload in the kind's canonical
+///   form. At startup the registry decodes it and checks it serializes back to itself.
+///
+/// It adds `TYPE`, `SUMMARY` and `EXAMPLE` to the impl, implements [`Interrupt`] for the kind
+/// and registers it for decoding (typetag, under `type`) and for listing. Nothing else
+/// declares a kind: an `impl InterruptKind` without it does not compile.
+pub use agent_macros::interrupt;
+
+/// Used by [`macro@interrupt`]; not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use inventory;
+
+    /// Implemented by [`macro@crate::interrupt`] only.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not declared as an interrupt kind",
+        label = "not declared with #[agent_core::interrupt]",
+        note = "put `#[agent_core::interrupt(type = \"my_kind\", summary = \"...\")]` on `impl InterruptKind for {Self}` \
+                (it replaces #[typetag::serde], #[async_trait], the TYPE/SUMMARY/EXAMPLE constants and `register_interrupt!`)"
+    )]
+    pub trait Declared {}
 }

@@ -66,7 +66,7 @@ const ASSIGNED_IN_UNICODE_16: &[(u32, u32)] = &[
 /// `repr(s)` exactly as CPython 3.13 prints it.
 ///
 /// Printability follows CPython 3.13's Unicode 15.1 database even though the category tables
-/// used here are newer (see [`ASSIGNED_IN_UNICODE_16`]). A CPython built on another Unicode
+/// used here are newer (see `ASSIGNED_IN_UNICODE_16`). A CPython built on another Unicode
 /// version escapes a different set of recently assigned code points; only those differ.
 pub fn repr_str(s: &str) -> String {
     // SPEC appendix: `'` unless the string contains `'` and no `"`.

@@ -1,49 +1,52 @@
-//! The registry of interrupt kinds, for listing and for naming every known type in errors.
+//! The registry of interrupt kinds, for listing, for naming every known type in errors, and
+//! for the startup self-check.
 //!
 //! typetag keeps its own registry for deserialization; this parallel one (collected with
 //! `inventory`, like vector's component descriptions) carries what a listing needs: summary,
-//! module and an example payload.
+//! module and an example payload. [`macro@crate::interrupt`] fills both from one declaration,
+//! and [`check`] proves at startup that they agree.
 
+use std::any::TypeId;
 use std::collections::BTreeMap;
 
-use crate::interrupt::InterruptKind;
+use serde::de::DeserializeOwned;
+
+use crate::interrupt::{Interrupt, InterruptKind, field_names};
 
 /// What `agent interrupts list` shows of one kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize)]
 pub struct InterruptDescriptor {
     /// The wire name (`"type"` in INTERRUPT_DATA).
     #[serde(rename = "type")]
     pub type_name: &'static str,
     pub summary: &'static str,
-    /// `module_path!()` of the registration: says which crate provides the kind.
+    /// `module_path!()` of the declaration: says which crate provides the kind.
     pub module: &'static str,
     /// An example JSON payload.
     pub example: &'static str,
+    /// The Rust type of the kind.
+    #[serde(skip)]
+    pub type_id: fn() -> TypeId,
+    /// The payload fields the kind accepts, when it has a fixed list.
+    #[serde(skip)]
+    pub fields: fn() -> Option<&'static [&'static str]>,
 }
 
 impl InterruptDescriptor {
-    pub const fn new<T: InterruptKind>(module: &'static str) -> Self {
+    /// Emitted by [`macro@crate::interrupt`].
+    pub const fn new<T: InterruptKind + DeserializeOwned>(module: &'static str) -> Self {
         Self {
             type_name: T::TYPE,
             summary: T::SUMMARY,
             module,
             example: T::EXAMPLE,
+            type_id: TypeId::of::<T>,
+            fields: field_names::<T>,
         }
     }
 }
 
 inventory::collect!(InterruptDescriptor);
-
-/// Register a kind for listing. Use beside `#[typetag::serde(name = Kind::TYPE)]`:
-/// `agent_core::register_interrupt!(NodeRestart);`
-#[macro_export]
-macro_rules! register_interrupt {
-    ($kind:ty) => {
-        $crate::__private::inventory::submit! {
-            $crate::registry::InterruptDescriptor::new::<$kind>(::core::module_path!())
-        }
-    };
-}
 
 /// Two kinds registered under one wire name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +55,21 @@ pub struct DuplicateKind {
     pub type_name: &'static str,
     pub first: &'static str,
     pub second: &'static str,
+}
+
+/// Why the registry refuses to start (SPEC §9.5).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Duplicate(#[from] DuplicateKind),
+    /// A kind's example does not come back as itself through the real decoder.
+    #[error("interrupt kind {type_name:?} (module {module}): its example {example} {problem}")]
+    Example {
+        type_name: &'static str,
+        module: &'static str,
+        example: &'static str,
+        problem: String,
+    },
 }
 
 /// Every registered kind, sorted by type name.
@@ -73,9 +91,66 @@ pub fn find(type_name: &str) -> Option<&'static InterruptDescriptor> {
     kinds().into_iter().find(|d| d.type_name == type_name)
 }
 
+/// Every kind registered under `type_name` (more than one is a [`DuplicateKind`]).
+pub fn find_all(type_name: &str) -> Vec<&'static InterruptDescriptor> {
+    kinds()
+        .into_iter()
+        .filter(|d| d.type_name == type_name)
+        .collect()
+}
+
+/// The descriptor of kind `T`, if this binary registered it.
+pub fn descriptor_of<T: InterruptKind>() -> Option<&'static InterruptDescriptor> {
+    find_all(T::TYPE)
+        .into_iter()
+        .find(|d| (d.type_id)() == TypeId::of::<T>())
+}
+
 /// SPEC §9.5: two kinds with one name are detected at startup.
 pub fn check_unique() -> Result<(), DuplicateKind> {
     check_unique_in(kinds())
+}
+
+/// The startup self-check: no two kinds share a name, and every kind's example decodes
+/// through the real decoder to that same kind and serializes back to the same JSON (so what
+/// the listing shows is what the decoder accepts).
+pub fn check() -> Result<(), RegistryError> {
+    let all = kinds();
+    check_unique_in(all.iter().copied())?;
+    all.into_iter().try_for_each(check_example)
+}
+
+/// The example of one kind, through the real decoder.
+pub fn check_example(d: &InterruptDescriptor) -> Result<(), RegistryError> {
+    let fail = |problem: String| RegistryError::Example {
+        type_name: d.type_name,
+        module: d.module,
+        example: d.example,
+        problem,
+    };
+    let decoded = <dyn Interrupt>::from_json_bytes(d.example.as_bytes())
+        .map_err(|e| fail(format!("does not decode: {e}")))?;
+    if (d.type_id)() != decoded.interrupt.kind_type_id() {
+        return Err(fail(format!(
+            "decodes to another Rust type (registered as {:?})",
+            decoded.interrupt.type_name()
+        )));
+    }
+    if !decoded.unknown_fields.is_empty() {
+        return Err(fail(format!(
+            "has fields the kind does not know: {}",
+            decoded.unknown_fields.join(", ")
+        )));
+    }
+    let again = decoded.interrupt.to_json();
+    let same = serde_json::from_str::<serde_json::Value>(&again).ok()
+        == serde_json::from_str::<serde_json::Value>(d.example).ok();
+    if !same {
+        return Err(fail(format!(
+            "serializes back as {again}: make the example the kind's canonical form"
+        )));
+    }
+    Ok(())
 }
 
 fn check_unique_in<'a>(
@@ -104,6 +179,8 @@ mod tests {
             summary: "",
             module,
             example: "{}",
+            type_id: TypeId::of::<()>,
+            fields: || None,
         }
     }
 

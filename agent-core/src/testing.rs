@@ -1,18 +1,31 @@
-//! Test support for interrupt kinds: run a kind through the real orchestration (markers,
-//! boot-ID protocol, logs) against a directory standing in for the host root, with a runner
-//! that records commands and spawns nothing.
+//! Test support for interrupt kinds (cargo feature `testing`): run a kind through the real
+//! decoder and orchestration (markers, boot-ID protocol, logs) against a directory standing in
+//! for the host root, with a runner that records commands and spawns nothing; and
+//! [`assert_kind`], the conformance check every kind's own tests call.
 //!
-//! ```no_run
-//! # async fn demo(root: &std::path::Path, kind: &dyn agent_core::Interrupt) {
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
 //! use agent_core::testing::TestHost;
-//! let host = TestHost::new(root).env("NODE_NAME", "gpu-node-7");
-//! let (result, _records) = host.run(kind).await;
+//! # use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
+//! # #[derive(Debug, serde::Serialize, serde::Deserialize)]
+//! # struct KubeletRestart {}
+//! # #[agent_core::interrupt(type = "kubelet_restart", summary = "systemctl restart kubelet")]
+//! # impl InterruptKind for KubeletRestart {
+//! #     async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+//! #         let restart = Command::new("systemctl").args(["restart", "kubelet"]);
+//! #         cx.operation(0, CompletionPolicy::OnSuccess, restart).await
+//! #     }
+//! # }
+//! let host = TestHost::temp();
+//! let (result, _records) = host.run(r#"{"type":"kubelet_restart"}"#).await;
 //! result.unwrap();
-//! assert_eq!(host.commands(), ["kubectl drain gpu-node-7 --timeout=300s"]);
+//! assert_eq!(host.commands(), ["systemctl restart kubelet"]);
+//! assert!(host.marker("kubelet_restart_0.complete").is_some());
 //! # }
 //! ```
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -24,28 +37,54 @@ use crate::execution::{
     Termination,
 };
 use crate::hostfs::HostFs;
-use crate::interrupt::Interrupt;
+use crate::interrupt::{CompletionPolicy, Interrupt, InterruptKind};
 use crate::interrupts::{
-    self, InterruptError, InterruptOutcome, InterruptSettings, OperationRecord,
+    self, InterruptError, InterruptOutcome, InterruptSettings, OperationRecord, PlannedAction,
+    PlannedOperation,
 };
+use crate::registry;
 
 /// Records every command line and answers with scripted terminations (exit 0 once the script
 /// is used up). Nothing is spawned.
 #[derive(Debug, Default)]
 pub struct ScriptedRunner {
     commands: Mutex<Vec<String>>,
-    answers: Mutex<VecDeque<Termination>>,
+    timeouts: Mutex<Vec<Option<Duration>>>,
+    answers: Mutex<VecDeque<Answer>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Ends(Termination),
+    /// The command outlives its timeout and is stopped with SIGTERM.
+    TimesOut,
 }
 
 impl ScriptedRunner {
     /// Answer the next commands with these terminations, in order.
     pub fn answer(&self, terminations: impl IntoIterator<Item = Termination>) {
-        self.answers.lock().expect("lock").extend(terminations);
+        self.answers
+            .lock()
+            .expect("lock")
+            .extend(terminations.into_iter().map(Answer::Ends));
+    }
+
+    /// The next command runs into its timeout.
+    pub fn answer_timed_out(&self) {
+        self.answers
+            .lock()
+            .expect("lock")
+            .push_back(Answer::TimesOut);
     }
 
     /// Every command line run so far (`program arg arg`).
     pub fn commands(&self) -> Vec<String> {
         self.commands.lock().expect("lock").clone()
+    }
+
+    /// The timeout each command ran under, in order.
+    pub fn timeouts(&self) -> Vec<Option<Duration>> {
+        self.timeouts.lock().expect("lock").clone()
     }
 }
 
@@ -63,13 +102,21 @@ impl Runner for ScriptedRunner {
             line.push_str(a);
         }
         self.commands.lock().expect("lock").push(line);
-        let termination = self
+        self.timeouts.lock().expect("lock").push(cfg.timeout);
+        let answer = self
             .answers
             .lock()
             .expect("lock")
             .pop_front()
-            .unwrap_or(Termination::Exited(0));
-        let mut outcome = Outcome::new(termination);
+            .unwrap_or(Answer::Ends(Termination::Exited(0)));
+        let mut outcome = match answer {
+            Answer::Ends(termination) => Outcome::new(termination),
+            Answer::TimesOut => {
+                let mut outcome = Outcome::new(Termination::Signalled(libc::SIGTERM));
+                outcome.timed_out = true;
+                outcome
+            }
+        };
         outcome.cancelled = cfg.cancel.is_cancelled();
         Ok(outcome)
     }
@@ -79,6 +126,8 @@ impl Runner for ScriptedRunner {
 /// test owns), boot ID `boot-1`, resource ID `test_pkg_1.0.0`.
 #[derive(Debug)]
 pub struct TestHost {
+    /// A temp directory this host owns ([`TestHost::temp`]), removed on drop.
+    _dir: Option<Arc<tempfile::TempDir>>,
     root: PathBuf,
     runner: Arc<ScriptedRunner>,
     stdout: Arc<MemorySink>,
@@ -91,6 +140,17 @@ pub const TEST_MARKERS_DIR: &str = "/etc/skyhook/interrupts/flags/test_pkg_1.0.0
 
 impl TestHost {
     pub fn new(root: &Path) -> Self {
+        Self::build(root, None)
+    }
+
+    /// A host in a fresh temp directory, removed when the host is dropped.
+    pub fn temp() -> Self {
+        let dir = tempfile::tempdir().expect("create a temp directory for the test host");
+        let root = dir.path().to_path_buf();
+        Self::build(&root, Some(Arc::new(dir)))
+    }
+
+    fn build(root: &Path, dir: Option<Arc<tempfile::TempDir>>) -> Self {
         let runner = Arc::new(ScriptedRunner::default());
         let stdout = Arc::new(MemorySink::default());
         let (cancel, token) = Cancel::new();
@@ -112,6 +172,7 @@ impl TestHost {
             reboot_wait: Duration::from_millis(50),
         };
         let host = Self {
+            _dir: dir,
             root: root.to_path_buf(),
             runner,
             stdout,
@@ -120,6 +181,11 @@ impl TestHost {
         };
         host.set_boot_id("boot-1");
         host
+    }
+
+    /// The directory standing in for ROOT.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Add a variable to the agent environment the kind sees.
@@ -134,6 +200,16 @@ impl TestHost {
     /// Answer the next commands with these terminations (default: exit 0).
     pub fn answer(&self, terminations: impl IntoIterator<Item = Termination>) {
         self.runner.answer(terminations);
+    }
+
+    /// The next command runs into its timeout.
+    pub fn answer_timed_out(&self) {
+        self.runner.answer_timed_out();
+    }
+
+    /// The timeout each command ran under (the shorter of its own and the agent's), in order.
+    pub fn timeouts(&self) -> Vec<Option<Duration>> {
+        self.runner.timeouts()
     }
 
     /// Write the host's boot ID.
@@ -158,15 +234,46 @@ impl TestHost {
         &mut self.settings
     }
 
-    /// Run `kind` through the core's orchestration.
+    /// Run the interrupt `payload` (JSON, as `agent interrupts encode` takes it) as the agent
+    /// runs INTERRUPT_DATA: through the real decoder (registry, validation), then the core's
+    /// orchestration. A payload that does not decode fails with [`InterruptError::Decode`].
     pub async fn run(
         &self,
-        kind: &dyn Interrupt,
+        payload: &str,
     ) -> (
         Result<InterruptOutcome, InterruptError>,
         Vec<OperationRecord>,
     ) {
-        interrupts::run_interrupt(self.settings.clone(), kind).await
+        match <dyn Interrupt>::from_json_bytes(payload.as_bytes()) {
+            Ok(decoded) => {
+                interrupts::run_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await
+            }
+            Err(e) => (Err(e.into()), Vec::new()),
+        }
+    }
+
+    /// Run `kind` as the operator's bytes would: serialized, then decoded again
+    /// ([`TestHost::run`]), so a kind that does not survive the wire fails here too.
+    pub async fn run_kind(
+        &self,
+        kind: &(dyn Interrupt + 'static),
+    ) -> (
+        Result<InterruptOutcome, InterruptError>,
+        Vec<OperationRecord>,
+    ) {
+        self.run(&kind.to_json()).await
+    }
+
+    /// Dry-run `payload` (`agent plan interrupt`): decoded as in [`TestHost::run`], each
+    /// operation judged against the markers without running or writing anything.
+    ///
+    /// # Errors
+    /// The payload does not decode, or the kind gave up.
+    pub async fn plan(&self, payload: &str) -> Result<Vec<PlannedOperation>, InterruptError> {
+        let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())?;
+        let (planned, result) =
+            interrupts::plan_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await;
+        result.map(|()| planned)
     }
 
     /// Command lines run so far.
@@ -187,5 +294,464 @@ impl TestHost {
     /// The content of marker `name` (`node_restart_0.pending`, ...), if present.
     pub fn marker(&self, name: &str) -> Option<String> {
         std::fs::read_to_string(self.markers_dir().join(name)).ok()
+    }
+
+    /// The names of the files in the marker directory, sorted.
+    pub fn markers(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.markers_dir())
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    /// Every file under the root with its content (what a dry run must leave unchanged).
+    fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else {
+                    out.insert(path.clone(), std::fs::read(&path).unwrap_or_default());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&self.root, &mut out);
+        out
+    }
+}
+
+/// The conformance check of interrupt kind `K`, for the kind's own tests (call it from a plain
+/// `#[test]`, not inside an async runtime):
+///
+/// ```ignore
+/// #[test]
+/// fn conforms() {
+///     agent_core::testing::assert_kind::<SysctlReload>();
+/// }
+/// ```
+///
+/// With `K`'s example payload, on fresh [`TestHost`]s, it checks that:
+/// - `K` is registered in this binary, once, and its example decodes through the real decoder
+///   to `K` and serializes back to the same JSON;
+/// - an unknown payload field is reported (or refused, with `deny_unknown_fields`);
+/// - a dry run plans operations named `<type>_<i>` (or `<type>`), runs nothing and writes
+///   nothing, and a real run then runs exactly the commands the plan announced (answering
+///   after-reboot operations with the shutdown, and changing the boot ID, until complete);
+/// - the run leaves only markers named `<type>_<i>.complete` (or `<type>.complete`), one per
+///   operation, and a second run skips them all and runs nothing;
+/// - when its last command fails, the run fails naming it and writes no marker for it, and the
+///   next run skips the operations before it and resumes there.
+///
+/// # Panics
+/// On the first check that fails, with what was expected and what happened.
+pub fn assert_kind<K: InterruptKind>() {
+    Conformance::new().check::<K>();
+}
+
+/// [`assert_kind`] with settings: environment the kind needs (`NODE_NAME`, ...).
+#[derive(Debug, Default, Clone)]
+pub struct Conformance {
+    env: Vec<(String, String)>,
+}
+
+impl Conformance {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a variable to the environment of every run.
+    #[must_use]
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    fn host(&self) -> TestHost {
+        self.env
+            .iter()
+            .fold(TestHost::temp(), |host, (k, v)| host.env(k, v))
+    }
+
+    /// Run the checks of [`assert_kind`] on `K`.
+    ///
+    /// # Panics
+    /// On the first check that fails.
+    pub fn check<K: InterruptKind>(&self) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("start an async runtime for assert_kind");
+        let ty = K::TYPE;
+        let who = format!(
+            "assert_kind::<{}> (type {ty:?})",
+            std::any::type_name::<K>()
+        );
+        let fail = |what: String| fail(&who, &what);
+
+        // Registered, once, and the example survives the real decoder.
+        let Some(descriptor) = registry::descriptor_of::<K>() else {
+            fail(format!(
+                "not registered in this binary: declare it with #[agent_core::interrupt] and, in \
+                 a test outside the kind's crate, name that crate (`use the_crate as _;`). \
+                 Registered types: [{}]",
+                registry::type_names().join(", ")
+            ))
+        };
+        if let Err(e) = registry::check_unique() {
+            fail(e.to_string());
+        }
+        if let Err(e) = registry::check_example(descriptor) {
+            fail(e.to_string());
+        }
+        let example = K::EXAMPLE;
+
+        // Unknown fields are reported, or refused by name.
+        let mut extra: serde_json::Value =
+            serde_json::from_str(example).expect("checked: the example decodes");
+        extra["assert_kind_unknown_field"] = serde_json::Value::Bool(true);
+        match <dyn Interrupt>::from_json_bytes(extra.to_string().as_bytes()) {
+            Ok(d) if d.unknown_fields == ["assert_kind_unknown_field"] => {}
+            Ok(d) => fail(format!(
+                "an unknown payload field was reported as {:?}, not [\"assert_kind_unknown_field\"]",
+                d.unknown_fields
+            )),
+            Err(e) if e.to_string().contains("assert_kind_unknown_field") => {}
+            Err(e) => fail(format!(
+                "an unknown payload field was refused without naming it: {e}"
+            )),
+        }
+
+        // Plan, then run, until complete (a reboot ends a run; the next boot continues).
+        let host = self.host();
+        let mut operations = Vec::new();
+        for boot in 1..=10 {
+            let before = host.snapshot();
+            let ran_before = host.commands().len();
+            let planned = rt
+                .block_on(host.plan(example))
+                .unwrap_or_else(|e| fail(format!("the dry run of the example failed: {e}")));
+            if host.snapshot() != before || host.commands().len() != ran_before {
+                fail("the dry run ran a command or wrote a file".into());
+            }
+            for op in &planned {
+                if !is_operation_name(&op.operation, ty) {
+                    fail(format!(
+                        "planned operation {:?} is not named {ty}_<i> or {ty}",
+                        op.operation
+                    ));
+                }
+                if !operations.contains(&op.operation) && op.action != PlannedAction::NotReached {
+                    operations.push(op.operation.clone());
+                }
+            }
+            let will_run: Vec<&PlannedOperation> = planned
+                .iter()
+                .filter(|op| op.action == PlannedAction::Run)
+                .collect();
+            host.answer(will_run.iter().map(|op| shutdown_or_success(op)));
+            let (result, _) = rt.block_on(host.run(example));
+            let ran = host.commands()[ran_before..].to_vec();
+            let announced: Vec<String> = will_run
+                .iter()
+                .filter_map(|op| op.command.clone())
+                .collect();
+            if ran != announced {
+                fail(format!(
+                    "the run ran {ran:?}, the dry run announced {announced:?}"
+                ));
+            }
+            match result {
+                Ok(InterruptOutcome::Completed) => break,
+                Ok(InterruptOutcome::ShutdownInProgress) => {
+                    host.set_boot_id(&format!("boot-{}", boot + 1));
+                }
+                Err(e) => fail(format!("the run of the example failed: {e}")),
+            }
+            if boot == 10 {
+                fail("still rebooting after 10 boots".into());
+            }
+        }
+
+        // One completion marker per operation, and nothing else.
+        let expected: Vec<String> = {
+            let mut m: Vec<String> = operations
+                .iter()
+                .map(|op| format!("{op}.complete"))
+                .collect();
+            m.sort();
+            m
+        };
+        if host.markers() != expected {
+            fail(format!(
+                "after the run the marker directory holds {:?}, expected {expected:?}",
+                host.markers()
+            ));
+        }
+
+        // A second run skips every operation.
+        let ran_before = host.commands().len();
+        let (result, records) = rt.block_on(host.run(example));
+        if let Err(e) = result {
+            fail(format!("the second run failed: {e}"));
+        }
+        if host.commands().len() != ran_before {
+            fail(format!(
+                "the second run ran {:?}; every operation was complete",
+                &host.commands()[ran_before..]
+            ));
+        }
+        if let Some(r) = records
+            .iter()
+            .find(|r| !matches!(r, OperationRecord::Skipped { .. }))
+        {
+            fail(format!("the second run did not skip: {r:?}"));
+        }
+
+        self.check_resume(&rt, example, &who);
+    }
+
+    /// Fail the last command of the first run, then resume.
+    fn check_resume(&self, rt: &tokio::runtime::Runtime, example: &str, who: &str) {
+        let fail = |what: String| fail(who, &what);
+        let host = self.host();
+        let planned = rt.block_on(host.plan(example)).unwrap_or_default();
+        let runs: Vec<&PlannedOperation> = planned
+            .iter()
+            .filter(|op| op.action == PlannedAction::Run)
+            .collect();
+        let Some(last) = runs
+            .iter()
+            .rposition(|op| op.policy == Some(CompletionPolicy::OnSuccess))
+        else {
+            return; // nothing that can fail and resume
+        };
+        if runs[..last]
+            .iter()
+            .any(|op| op.policy == Some(CompletionPolicy::AfterReboot))
+        {
+            return; // a reboot comes first
+        }
+        let failing = runs[last];
+        let command = failing.command.clone().unwrap_or_default();
+        host.answer((0..last).map(|_| Termination::Exited(0)));
+        host.answer([Termination::Exited(1)]);
+        let (result, _) = rt.block_on(host.run(example));
+        let expected = format!("{command}: exit code 1");
+        match result {
+            Err(e) if e.to_string() == expected => {}
+            other => fail(format!(
+                "when {command:?} exits 1 the run must fail with {expected:?}, got {other:?}"
+            )),
+        }
+        let marker = format!("{}.complete", failing.operation);
+        if host.marker(&marker).is_some() {
+            fail(format!("{marker} was written although {command:?} failed"));
+        }
+        let done: Vec<&str> = runs[..last]
+            .iter()
+            .map(|op| op.operation.as_str())
+            .collect();
+        for op in &done {
+            if host.marker(&format!("{op}.complete")).is_none() {
+                fail(format!(
+                    "{op} succeeded before the failure but has no marker"
+                ));
+            }
+        }
+        let ran_before = host.commands().len();
+        let (result, records) = rt.block_on(host.run(example));
+        if let Err(e) = result {
+            fail(format!("the run after the failure failed: {e}"));
+        }
+        let skipped: Vec<String> = records
+            .iter()
+            .filter_map(|r| match r {
+                OperationRecord::Skipped { marker } => Some(marker.clone()),
+                _ => None,
+            })
+            .collect();
+        for op in &done {
+            if !skipped.contains(&format!("{op}.complete")) {
+                fail(format!(
+                    "the run after the failure did not skip {op}, which was complete"
+                ));
+            }
+        }
+        if !host.commands()[ran_before..].contains(&command) {
+            fail(format!(
+                "the run after the failure did not run {command:?} again"
+            ));
+        }
+        if host.marker(&marker).is_none() {
+            fail(format!("{marker} missing after the resumed run"));
+        }
+    }
+}
+
+fn fail(who: &str, what: &str) -> ! {
+    panic!("{who}: {what}")
+}
+
+/// `<type>_<i>` or `<type>`.
+fn is_operation_name(name: &str, ty: &str) -> bool {
+    name == ty
+        || name
+            .strip_prefix(ty)
+            .and_then(|rest| rest.strip_prefix('_'))
+            .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// How the fake host answers a planned command: a reboot is killed by the shutdown.
+fn shutdown_or_success(op: &PlannedOperation) -> Termination {
+    if op.policy == Some(CompletionPolicy::AfterReboot) {
+        Termination::Signalled(libc::SIGTERM)
+    } else {
+        Termination::Exited(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::{Command, InterruptContext};
+
+    /// Two operations, as a kind should.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct TwoSteps {
+        unit: String,
+    }
+
+    #[crate::interrupt(
+        type = "two_steps",
+        summary = "stop, then start",
+        example = r#"{"type":"two_steps","unit":"kubelet"}"#
+    )]
+    impl InterruptKind for TwoSteps {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            let stop = Command::new("systemctl").args(["stop", &self.unit]);
+            cx.operation(0, CompletionPolicy::OnSuccess, stop).await?;
+            let start = Command::new("systemctl").args(["start", &self.unit]);
+            cx.operation(1, CompletionPolicy::OnSuccess, start).await
+        }
+    }
+
+    /// Ignores the failure of its command.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct SwallowsFailure {}
+
+    #[crate::interrupt(type = "swallows_failure", summary = "ignores a failed command")]
+    impl InterruptKind for SwallowsFailure {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            let _ = cx
+                .operation(0, CompletionPolicy::OnSuccess, Command::new("false"))
+                .await;
+            Ok(())
+        }
+    }
+
+    /// A field that never reaches the wire.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Unserialized {
+        #[serde(skip_serializing)]
+        node: String,
+    }
+
+    #[crate::interrupt(
+        type = "unserialized",
+        summary = "loses its field on the wire",
+        example = r#"{"type":"unserialized","node":"n1"}"#
+    )]
+    impl InterruptKind for Unserialized {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            let drain = Command::new("kubectl").args(["drain", &self.node]);
+            cx.operation(0, CompletionPolicy::OnSuccess, drain).await
+        }
+    }
+
+    /// Two commands under one index: the second is skipped as complete on the first run.
+    #[derive(Debug, Serialize, Deserialize)]
+    struct OneIndexTwice {}
+
+    #[crate::interrupt(type = "one_index_twice", summary = "reuses operation 0")]
+    impl InterruptKind for OneIndexTwice {
+        async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+            cx.operation(0, CompletionPolicy::OnSuccess, Command::new("a"))
+                .await?;
+            cx.operation(0, CompletionPolicy::OnSuccess, Command::new("b"))
+                .await
+        }
+    }
+
+    #[test]
+    fn a_conforming_kind_passes() {
+        assert_kind::<TwoSteps>();
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "assert_kind::<agent_core::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
+    )]
+    fn a_kind_that_swallows_a_failure_fails_the_check() {
+        assert_kind::<SwallowsFailure>();
+    }
+
+    #[test]
+    #[should_panic(
+        expected = r#"its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}"#
+    )]
+    fn an_example_that_does_not_survive_the_wire_fails_the_check() {
+        assert_kind::<Unserialized>();
+    }
+
+    #[test]
+    #[should_panic(expected = r#"the run ran ["a"], the dry run announced ["a", "b"]"#)]
+    fn operations_sharing_an_index_fail_the_check() {
+        assert_kind::<OneIndexTwice>();
+    }
+
+    #[test]
+    fn the_registry_self_check_names_the_kind_and_its_module() {
+        let d = registry::find("unserialized").unwrap();
+        assert_eq!(
+            registry::check_example(d).unwrap_err().to_string(),
+            r#"interrupt kind "unserialized" (module agent_core::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
+        );
+        assert!(registry::check_example(registry::find("two_steps").unwrap()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn test_host_runs_what_the_operator_bytes_become() {
+        let host = TestHost::temp();
+        let kind = Unserialized { node: "n1".into() };
+        let (result, records) = host.run_kind(&kind).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            r#"serialized interrupt must be base64-encoded JSON with a "type" field: missing field `node`"#
+        );
+        assert!(records.is_empty());
+        assert!(host.commands().is_empty(), "nothing ran");
+        assert!(host.markers().is_empty());
+
+        let (result, _) = host
+            .run(r#"{"type":"two_steps","unit":"kubelet","extra":1}"#)
+            .await;
+        result.unwrap();
+        assert_eq!(
+            host.commands(),
+            ["systemctl stop kubelet", "systemctl start kubelet"]
+        );
+        assert_eq!(
+            host.markers(),
+            ["two_steps_0.complete", "two_steps_1.complete"]
+        );
     }
 }

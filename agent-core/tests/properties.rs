@@ -19,8 +19,7 @@ use agent_core::interrupt::{DecodeError, MAX_PAYLOAD_BYTES};
 use agent_core::package::PackageConfig;
 use agent_core::step::{Mode, Step};
 use agent_core::{
-    Interrupt, InterruptContext, InterruptError, InterruptKind, Status, async_trait, logs, pyrepr,
-    timestamp, typetag,
+    BoxError, Interrupt, InterruptContext, InterruptError, InterruptKind, logs, pyrepr, timestamp,
 };
 use base64::Engine as _;
 use proptest::prelude::*;
@@ -48,30 +47,25 @@ struct PropRestart {
     units: Vec<String>,
 }
 
+#[agent_core::interrupt(
+    type = "prop_restart",
+    summary = "property-test kind",
+    example = r#"{"type":"prop_restart","units":["a.service"]}"#
+)]
 impl InterruptKind for PropRestart {
-    const TYPE: &'static str = "prop_restart";
-    const SUMMARY: &'static str = "property-test kind";
-    const EXAMPLE: &'static str = r#"{"type":"prop_restart","units":["a.service"]}"#;
-}
-
-agent_core::register_interrupt!(PropRestart);
-
-#[typetag::serde(name = PropRestart::TYPE)]
-#[async_trait]
-impl Interrupt for PropRestart {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), BoxError> {
         match self
             .units
             .iter()
             .find(|u| u.is_empty() || u.starts_with('-'))
         {
-            Some(u) => Err(format!("units: {u:?} is not a unit name")),
+            Some(u) => Err(format!("units: {u:?} is not a unit name").into()),
             None => Ok(()),
         }
     }
 
-    async fn run(&self, _cx: &InterruptContext) -> Result<Status, InterruptError> {
-        Ok(Status::Success)
+    async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
+        Ok(())
     }
 }
 
@@ -79,19 +73,10 @@ impl Interrupt for PropRestart {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct PropNothing {}
 
+#[agent_core::interrupt(type = "prop_nothing", summary = "property-test kind without fields")]
 impl InterruptKind for PropNothing {
-    const TYPE: &'static str = "prop_nothing";
-    const SUMMARY: &'static str = "property-test kind without fields";
-    const EXAMPLE: &'static str = r#"{"type":"prop_nothing"}"#;
-}
-
-agent_core::register_interrupt!(PropNothing);
-
-#[typetag::serde(name = PropNothing::TYPE)]
-#[async_trait]
-impl Interrupt for PropNothing {
-    async fn run(&self, _cx: &InterruptContext) -> Result<Status, InterruptError> {
-        Ok(Status::Success)
+    async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
+        Ok(())
     }
 }
 

@@ -1,25 +1,17 @@
 //! `no_op`: runs nothing; records `no_op.complete` as the upstream agents do (SPEC §9.1).
 
-use agent_core::{
-    Interrupt, InterruptContext, InterruptError, InterruptKind, Status, async_trait, typetag,
-};
+use agent_core::{InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NoOp {}
 
+#[agent_core::interrupt(
+    type = "no_op",
+    summary = "run nothing; record that the interrupt was handled"
+)]
 impl InterruptKind for NoOp {
-    const TYPE: &'static str = "no_op";
-    const SUMMARY: &'static str = "run nothing; record that the interrupt was handled";
-    const EXAMPLE: &'static str = r#"{"type":"no_op"}"#;
-}
-
-agent_core::register_interrupt!(NoOp);
-
-#[typetag::serde(name = NoOp::TYPE)]
-#[async_trait]
-impl Interrupt for NoOp {
-    async fn run(&self, cx: &InterruptContext) -> Result<Status, InterruptError> {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         cx.mark_done()
     }
 }
@@ -27,6 +19,14 @@ impl Interrupt for NoOp {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
+    use agent_core::testing::{TestHost, assert_kind};
+
+    use super::NoOp;
+
+    #[test]
+    fn conforms() {
+        assert_kind::<NoOp>();
+    }
 
     #[test]
     fn round_trips_the_operator_payload() {
@@ -41,5 +41,14 @@ mod tests {
         let decoded =
             <dyn Interrupt>::from_json_bytes(br#"{"type":"no_op","extra":1,"more":[]}"#).unwrap();
         assert_eq!(decoded.unknown_fields, ["extra", "more"]);
+    }
+
+    #[tokio::test]
+    async fn writes_the_unindexed_marker_and_runs_nothing() {
+        let host = TestHost::temp();
+        let (result, _) = host.run(r#"{"type":"no_op"}"#).await;
+        result.unwrap();
+        assert_eq!(host.markers(), ["no_op.complete"]);
+        assert!(host.commands().is_empty());
     }
 }

@@ -1,26 +1,17 @@
 //! `node_restart`: reboot the host, complete once its boot ID has changed (SPEC §9.1, §9.4).
 
-use agent_core::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, InterruptKind, Status,
-    async_trait, typetag,
-};
+use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeRestart {}
 
+#[agent_core::interrupt(
+    type = "node_restart",
+    summary = "reboot the node; complete once the host's boot ID has changed"
+)]
 impl InterruptKind for NodeRestart {
-    const TYPE: &'static str = "node_restart";
-    const SUMMARY: &'static str = "reboot the node; complete once the host's boot ID has changed";
-    const EXAMPLE: &'static str = r#"{"type":"node_restart"}"#;
-}
-
-agent_core::register_interrupt!(NodeRestart);
-
-#[typetag::serde(name = NodeRestart::TYPE)]
-#[async_trait]
-impl Interrupt for NodeRestart {
-    async fn run(&self, cx: &InterruptContext) -> Result<Status, InterruptError> {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         // Being killed by the reboot we asked for is success; the core confirms it by boot ID.
         cx.operation(0, CompletionPolicy::AfterReboot, Command::new("reboot"))
             .await
@@ -30,6 +21,16 @@ impl Interrupt for NodeRestart {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
+    use agent_core::execution::Termination;
+    use agent_core::interrupts::InterruptOutcome;
+    use agent_core::testing::{TestHost, assert_kind};
+
+    use super::NodeRestart;
+
+    #[test]
+    fn conforms() {
+        assert_kind::<NodeRestart>();
+    }
 
     #[test]
     fn round_trips_the_operator_payload() {
@@ -39,4 +40,24 @@ mod tests {
             assert!(decoded.unknown_fields.is_empty());
         }
     }
+
+    #[tokio::test]
+    async fn completes_once_the_boot_id_changed() {
+        let host = TestHost::temp();
+        host.answer([Termination::Signalled(SIGTERM)]);
+        let (result, _) = host.run_kind(&NodeRestart {}).await;
+        assert_eq!(result.unwrap(), InterruptOutcome::ShutdownInProgress);
+        assert_eq!(
+            host.markers(),
+            ["node_restart_0.attempts", "node_restart_0.pending"]
+        );
+        host.set_boot_id("boot-2");
+        let (result, _) = host.run_kind(&NodeRestart {}).await;
+        assert_eq!(result.unwrap(), InterruptOutcome::Completed);
+        assert_eq!(host.markers(), ["node_restart_0.complete"]);
+        assert_eq!(host.commands(), ["reboot"]);
+    }
+
+    /// SIGTERM, 15 on every Linux architecture.
+    const SIGTERM: i32 = 15;
 }

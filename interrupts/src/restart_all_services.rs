@@ -1,26 +1,17 @@
 //! `restart_all_services`: `service procps force-reload` (SPEC §9.1, as upstream).
 
-use agent_core::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, InterruptKind, Status,
-    async_trait, typetag,
-};
+use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestartAllServices {}
 
+#[agent_core::interrupt(
+    type = "restart_all_services",
+    summary = "service procps force-reload (reapply sysctl settings)"
+)]
 impl InterruptKind for RestartAllServices {
-    const TYPE: &'static str = "restart_all_services";
-    const SUMMARY: &'static str = "service procps force-reload (reapply sysctl settings)";
-    const EXAMPLE: &'static str = r#"{"type":"restart_all_services"}"#;
-}
-
-agent_core::register_interrupt!(RestartAllServices);
-
-#[typetag::serde(name = RestartAllServices::TYPE)]
-#[async_trait]
-impl Interrupt for RestartAllServices {
-    async fn run(&self, cx: &InterruptContext) -> Result<Status, InterruptError> {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         let reload = Command::new("service").args(["procps", "force-reload"]);
         cx.operation(0, CompletionPolicy::OnSuccess, reload).await
     }
@@ -29,6 +20,14 @@ impl Interrupt for RestartAllServices {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
+    use agent_core::testing::assert_kind;
+
+    use super::RestartAllServices;
+
+    #[test]
+    fn conforms() {
+        assert_kind::<RestartAllServices>();
+    }
 
     #[test]
     fn round_trips_the_operator_payload() {

@@ -2,8 +2,7 @@
 //! (SPEC §9.1).
 
 use agent_core::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, InterruptKind, Status,
-    async_trait, typetag,
+    BoxError, Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind, validate,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -14,72 +13,47 @@ pub struct ServiceRestart {
     pub services: Vec<String>,
 }
 
-impl InterruptKind for ServiceRestart {
-    const TYPE: &'static str = "service_restart";
-    const SUMMARY: &'static str =
-        "systemctl daemon-reload, then systemctl restart each listed service";
-    const EXAMPLE: &'static str =
-        r#"{"type":"service_restart","services":["containerd","kubelet"]}"#;
-}
-
-agent_core::register_interrupt!(ServiceRestart);
-
 fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
-/// The longest unit name systemd accepts.
-const UNIT_NAME_MAX: usize = 255;
-
-/// A valid systemd unit name that cannot be mistaken for an option (SPEC §9.1).
-fn check_unit_name(name: &str) -> Result<(), String> {
-    let valid_char =
-        |c: char| c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\' | '@');
-    if name.is_empty() {
-        return Err("services: a service name is empty".into());
-    }
-    if name.starts_with('-') {
-        return Err(format!("services: {name:?} must not start with '-'"));
-    }
-    if name.starts_with('.')
-        || name.starts_with('@')
-        || name.len() > UNIT_NAME_MAX
-        || !name.chars().all(valid_char)
-    {
-        return Err(format!(
-            "services: {name:?} is not a valid systemd unit name"
-        ));
-    }
-    Ok(())
-}
-
-#[typetag::serde(name = ServiceRestart::TYPE)]
-#[async_trait]
-impl Interrupt for ServiceRestart {
-    fn validate(&self) -> Result<(), String> {
-        self.services.iter().try_for_each(|s| check_unit_name(s))
+#[agent_core::interrupt(
+    type = "service_restart",
+    summary = "systemctl daemon-reload, then systemctl restart each listed service",
+    example = r#"{"type":"service_restart","services":["containerd","kubelet"]}"#
+)]
+impl InterruptKind for ServiceRestart {
+    fn validate(&self) -> Result<(), BoxError> {
+        for s in &self.services {
+            validate::systemd_unit_name("services", s)?;
+        }
+        Ok(())
     }
 
-    async fn run(&self, cx: &InterruptContext) -> Result<Status, InterruptError> {
-        self.validate().map_err(InterruptError::Kind)?;
-        cx.operation(
-            0,
-            CompletionPolicy::OnSuccess,
-            Command::new("systemctl").arg("daemon-reload"),
-        )
-        .await?;
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let reload = Command::new("systemctl").arg("daemon-reload");
+        cx.operation(0, CompletionPolicy::OnSuccess, reload).await?;
         for (i, service) in self.services.iter().enumerate() {
             let restart = Command::new("systemctl").args(["restart", service.as_str()]);
             cx.operation(i + 1, CompletionPolicy::OnSuccess, restart)
                 .await?;
         }
-        Ok(Status::Success)
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use agent_core::Interrupt;
+    use agent_core::interrupts::OperationRecord;
+    use agent_core::testing::{TestHost, assert_kind};
+
     use super::*;
+
+    #[test]
+    fn conforms() {
+        assert_kind::<ServiceRestart>();
+    }
 
     #[test]
     fn round_trips_the_operator_payload() {
@@ -110,34 +84,67 @@ mod tests {
     }
 
     #[test]
-    fn rejects_option_injection_and_invalid_unit_names() {
-        for (name, expected) in [
-            ("-H", r#"services: "-H" must not start with '-'"#),
-            ("--now", r#"services: "--now" must not start with '-'"#),
-            ("a b", r#"services: "a b" is not a valid systemd unit name"#),
-            (
-                "x;reboot",
-                r#"services: "x;reboot" is not a valid systemd unit name"#,
-            ),
-            ("", "services: a service name is empty"),
-        ] {
-            assert_eq!(check_unit_name(name).unwrap_err(), expected, "{name}");
-        }
-        for ok in [
-            "kubelet",
-            "containerd.service",
-            "getty@tty1.service",
-            "nvidia-persistenced",
-            "dev-sda1.device",
-        ] {
-            assert!(check_unit_name(ok).is_ok(), "{ok}");
-        }
+    fn rejects_option_injection_when_decoding() {
         let err =
             <dyn Interrupt>::from_json_bytes(br#"{"type":"service_restart","services":["-H"]}"#)
                 .unwrap_err();
         assert_eq!(
             err.to_string(),
             r#"invalid service_restart interrupt: services: "-H" must not start with '-'"#
+        );
+    }
+
+    #[tokio::test]
+    async fn the_core_validates_a_kind_built_in_code_before_running_it() {
+        let host = TestHost::temp();
+        let kind = ServiceRestart {
+            services: vec!["kubelet".into(), "--now".into()],
+        };
+        let (result, records) = host.run_kind(&kind).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            r#"invalid service_restart interrupt: services: "--now" must not start with '-'"#
+        );
+        assert!(records.is_empty());
+        assert!(host.commands().is_empty());
+        assert!(host.markers().is_empty());
+    }
+
+    #[tokio::test]
+    async fn resumes_at_the_service_that_failed() {
+        let host = TestHost::temp();
+        let payload = r#"{"type":"service_restart","services":["containerd","kubelet"]}"#;
+        host.answer([
+            agent_core::execution::Termination::Exited(0),
+            agent_core::execution::Termination::Exited(0),
+            agent_core::execution::Termination::Exited(3),
+        ]);
+        let (result, _) = host.run(payload).await;
+        assert_eq!(
+            result.unwrap_err().to_string(),
+            "systemctl restart kubelet: exit code 3"
+        );
+        let (result, records) = host.run(payload).await;
+        result.unwrap();
+        assert!(
+            matches!(
+                &records[..],
+                [
+                    OperationRecord::Skipped { .. },
+                    OperationRecord::Skipped { .. },
+                    OperationRecord::Ran { .. },
+                ]
+            ),
+            "{records:?}"
+        );
+        assert_eq!(
+            host.commands(),
+            [
+                "systemctl daemon-reload",
+                "systemctl restart containerd",
+                "systemctl restart kubelet",
+                "systemctl restart kubelet",
+            ]
         );
     }
 

@@ -1,7 +1,8 @@
 //! SPEC §9.5: two interrupt kinds registered under one wire name are detected at startup, with
-//! an error naming both modules, and the binary refuses to run.
+//! an error naming both modules, and the binary refuses to run; decoding that name says the
+//! same instead of a serde error.
 //!
-//! A test target of its own: the clashing registration below would break every other test
+//! A test target of its own: the clashing declaration below would break every other test
 //! linked into the same binary.
 
 use std::process::ExitCode;
@@ -12,30 +13,40 @@ use interrupts as _;
 
 /// A third-party crate that claims the built-in `no_op` wire name.
 mod clashing {
-    #[allow(
-        dead_code,
-        reason = "registered for listing only; never decoded or constructed"
-    )]
+    use agent_core::{InterruptContext, InterruptError, InterruptKind};
+
+    #[derive(Debug, serde::Serialize, serde::Deserialize)]
     pub struct ImpostorNoOp {}
 
-    impl agent_core::InterruptKind for ImpostorNoOp {
-        const TYPE: &'static str = "no_op";
-        const SUMMARY: &'static str = "a second kind under the built-in no_op name";
-        const EXAMPLE: &'static str = r#"{"type":"no_op"}"#;
+    #[agent_core::interrupt(
+        type = "no_op",
+        summary = "a second kind under the built-in no_op name"
+    )]
+    impl InterruptKind for ImpostorNoOp {
+        async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
+            Ok(())
+        }
     }
-
-    agent_core::register_interrupt!(ImpostorNoOp);
 }
+
+const MESSAGE: &str = r#"interrupt type "no_op" is registered twice: by duplicate_kinds::clashing and by interrupts::no_op"#;
 
 #[test]
 fn check_unique_names_both_modules_of_a_duplicate_type() {
     let err =
         agent_core::registry::check_unique().expect_err("two kinds named no_op must be reported");
-    let message = err.to_string();
-    assert_eq!(err.type_name, "no_op", "{message}");
-    assert!(message.contains(r#""no_op""#), "{message}");
-    assert!(message.contains("interrupts::no_op"), "{message}");
-    assert!(message.contains("duplicate_kinds::clashing"), "{message}");
+    assert_eq!(err.type_name, "no_op");
+    assert_eq!(err.to_string(), MESSAGE);
+    assert_eq!(
+        agent_core::registry::check().unwrap_err().to_string(),
+        MESSAGE
+    );
+}
+
+#[test]
+fn decoding_a_duplicate_type_names_both_modules() {
+    let err = <dyn agent_core::Interrupt>::from_json_bytes(br#"{"type":"no_op"}"#).unwrap_err();
+    assert_eq!(err.to_string(), MESSAGE);
 }
 
 #[test]

@@ -21,7 +21,7 @@ fn distributor() -> PathBuf {
     assert!(
         exe.is_file(),
         "{} is missing: build the example distributor first with \
-         `cargo build -p custom-interrupt` (or run `cargo test --workspace`)",
+         `cargo build -p custom-agent` (or `cargo build --workspace --bins`)",
         exe.display()
     );
     exe

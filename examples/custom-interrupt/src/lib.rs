@@ -2,7 +2,7 @@
 //! with `kubectl drain` before disruptive work.
 //!
 //! The crate depends on agent-core and serde only. Its kinds reach a binary that names it
-//! (`use custom_interrupt as _;`, see `src/main.rs`); `agent interrupts list` shows them.
+//! (`use custom_interrupt as _;`, see `examples/custom-agent/src/main.rs`); `agent interrupts list` shows them.
 
 pub mod pod_drain;
 

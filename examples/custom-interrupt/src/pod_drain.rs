@@ -9,13 +9,16 @@
 //! the pods in its output instead. The core then reports
 //! `kubectl drain gpu-node-7 --ignore-daemonsets --timeout=300s: exit code 1`, writes no
 //! marker and exits 1, so the operator sees the stage fail and the next run drains again.
-//! `SKYHOOK_STEP_TIMEOUT_SECONDS`, if it is shorter than `timeout_seconds`, stops kubectl first
-//! (`...: timed out after Ns`). The node stays cordoned afterwards; uncordoning belongs to
-//! whatever manages the node's lifecycle.
+//! kubectl stops itself after `timeout_seconds`; the agent enforces it as well, stopping
+//! kubectl [`KUBECTL_GRACE_SECONDS`] later (`...: timed out after Ns`), or sooner if
+//! `SKYHOOK_STEP_TIMEOUT_SECONDS` is shorter. The node stays cordoned afterwards; uncordoning
+//! belongs to whatever manages the node's lifecycle.
 
+use std::time::Duration;
+
+use agent_core::validate::{self, InvalidField};
 use agent_core::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, InterruptKind, Status,
-    async_trait, typetag,
+    BoxError, Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind,
 };
 use serde::{Deserialize, Serialize};
 
@@ -23,8 +26,6 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodDrain {
     /// The node to drain. Missing or null: the agent's `NODE_NAME`, else the host's hostname.
-    /// Serialized as `null` when unset: the decoder reports payload fields missing from the
-    /// canonical form as unknown, and an explicit `null` is not unknown.
     #[serde(default)]
     pub node_name: Option<String>,
     /// How long kubectl waits for the evictions (`--timeout=<N>s`).
@@ -37,6 +38,12 @@ pub struct PodDrain {
 }
 
 const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+
+/// The longest drain a payload may ask for: a day.
+const MAX_TIMEOUT_SECONDS: u64 = 24 * 60 * 60;
+
+/// How long after its own `--timeout` kubectl has to report it before the agent stops it.
+pub const KUBECTL_GRACE_SECONDS: u64 = 30;
 
 fn default_timeout_seconds() -> u64 {
     DEFAULT_TIMEOUT_SECONDS
@@ -56,24 +63,20 @@ impl Default for PodDrain {
     }
 }
 
-impl InterruptKind for PodDrain {
-    const TYPE: &'static str = "pod_drain";
-    const SUMMARY: &'static str =
-        "cordon the node and evict its pods (kubectl drain); node defaults to NODE_NAME";
-    const EXAMPLE: &'static str = r#"{"type":"pod_drain","node_name":"gpu-node-7","timeout_seconds":300,"ignore_daemonsets":true}"#;
-}
-
-agent_core::register_interrupt!(PodDrain);
-
 impl PodDrain {
-    /// `kubectl drain NODE [--ignore-daemonsets] --timeout=Ns`. `node` must have passed
-    /// [`check_node_name`], so kubectl cannot take it for a flag.
+    /// `kubectl drain NODE [--ignore-daemonsets] --timeout=Ns`, stopped by the agent if it
+    /// outlives its own timeout. `node` must have passed [`check_node_name`], so kubectl
+    /// cannot take it for a flag.
     fn drain_command(&self, node: &str) -> Command {
         let mut drain = Command::new("kubectl").args(["drain", node]);
         if self.ignore_daemonsets {
             drain = drain.arg("--ignore-daemonsets");
         }
-        drain.arg(format!("--timeout={}s", self.timeout_seconds))
+        drain
+            .arg(format!("--timeout={}s", self.timeout_seconds))
+            .timeout(Duration::from_secs(
+                self.timeout_seconds + KUBECTL_GRACE_SECONDS,
+            ))
     }
 
     /// The payload's node, else the one the host says it is.
@@ -82,14 +85,13 @@ impl PodDrain {
             return Ok(name.clone());
         }
         let name = cx.node_name().ok_or_else(|| {
-            InterruptError::Kind(
+            InterruptError::kind(
                 "no node to drain: node_name is not set, NODE_NAME is unset or empty and the host's \
-                 /etc/hostname is missing or empty"
-                    .into(),
+                 /etc/hostname is missing or empty",
             )
         })?;
         check_node_name(&name).map_err(|e| {
-            InterruptError::Kind(format!(
+            InterruptError::kind(format!(
                 "node name from NODE_NAME or the host's /etc/hostname: {e}"
             ))
         })?;
@@ -131,21 +133,25 @@ fn check_node_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-#[typetag::serde(name = PodDrain::TYPE)]
-#[async_trait]
-impl Interrupt for PodDrain {
-    fn validate(&self) -> Result<(), String> {
+#[agent_core::interrupt(
+    type = "pod_drain",
+    summary = "cordon the node and evict its pods (kubectl drain); node defaults to NODE_NAME",
+    example = r#"{"type":"pod_drain","node_name":"gpu-node-7","timeout_seconds":300,"ignore_daemonsets":true}"#
+)]
+impl InterruptKind for PodDrain {
+    fn validate(&self) -> Result<(), BoxError> {
         if let Some(name) = &self.node_name {
-            check_node_name(name).map_err(|e| format!("node_name: {e}"))?;
+            check_node_name(name).map_err(|e| InvalidField::new("node_name", e))?;
         }
-        if self.timeout_seconds == 0 {
-            return Err("timeout_seconds: must be greater than 0".into());
-        }
+        validate::in_range(
+            "timeout_seconds",
+            self.timeout_seconds,
+            1..=MAX_TIMEOUT_SECONDS,
+        )?;
         Ok(())
     }
 
-    async fn run(&self, cx: &InterruptContext) -> Result<Status, InterruptError> {
-        self.validate().map_err(InterruptError::Kind)?;
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
         let node = self.node(cx)?;
         cx.operation(0, CompletionPolicy::OnSuccess, self.drain_command(&node))
             .await
@@ -154,11 +160,21 @@ impl Interrupt for PodDrain {
 
 #[cfg(test)]
 mod tests {
+    use agent_core::Interrupt;
     use agent_core::execution::Termination;
     use agent_core::interrupts::{InterruptOutcome, OperationRecord};
-    use agent_core::testing::TestHost;
+    use agent_core::testing::{Conformance, TestHost, assert_kind};
 
     use super::*;
+
+    #[test]
+    fn conforms() {
+        assert_kind::<PodDrain>();
+        // Without a node_name in the payload, the node comes from the environment.
+        Conformance::new()
+            .env("NODE_NAME", "gpu-node-7")
+            .check::<PodDrain>();
+    }
 
     fn decode(json: &str) -> Result<Box<dyn Interrupt>, String> {
         <dyn Interrupt>::from_json_bytes(json.as_bytes())
@@ -206,6 +222,8 @@ mod tests {
                 "--timeout=300s"
             ]
         );
+        // The agent enforces kubectl's timeout too, a grace period later.
+        assert_eq!(command.timeout, Some(Duration::from_secs(330)));
 
         let keep_daemonsets = PodDrain {
             timeout_seconds: 45,
@@ -251,7 +269,11 @@ mod tests {
                 node_name: Some(name.to_owned()),
                 ..PodDrain::default()
             };
-            assert_eq!(drain.validate().unwrap_err(), expected, "{name}");
+            assert_eq!(
+                drain.validate().unwrap_err().to_string(),
+                expected,
+                "{name}"
+            );
         }
         for ok in [
             "gpu-node-7",
@@ -264,15 +286,20 @@ mod tests {
     }
 
     #[test]
-    fn rejects_a_zero_timeout() {
-        let drain = PodDrain {
-            timeout_seconds: 0,
-            ..PodDrain::default()
-        };
-        assert_eq!(
-            drain.validate().unwrap_err(),
-            "timeout_seconds: must be greater than 0"
-        );
+    fn rejects_a_zero_or_overlong_timeout() {
+        for (timeout_seconds, expected) in [
+            (0, "timeout_seconds: must be between 1 and 86400, not 0"),
+            (
+                86401,
+                "timeout_seconds: must be between 1 and 86400, not 86401",
+            ),
+        ] {
+            let drain = PodDrain {
+                timeout_seconds,
+                ..PodDrain::default()
+            };
+            assert_eq!(drain.validate().unwrap_err().to_string(), expected);
+        }
     }
 
     #[test]
@@ -292,9 +319,8 @@ mod tests {
 
     #[tokio::test]
     async fn drains_the_node_named_by_node_name_env_and_marks_it_done() {
-        let root = tempfile::tempdir().unwrap();
-        let host = TestHost::new(root.path()).env("NODE_NAME", "gpu-node-7");
-        let (result, records) = host.run(&PodDrain::default()).await;
+        let host = TestHost::temp().env("NODE_NAME", "gpu-node-7");
+        let (result, records) = host.run(r#"{"type":"pod_drain"}"#).await;
         assert_eq!(result.unwrap(), InterruptOutcome::Completed);
         assert_eq!(
             records,
@@ -305,7 +331,7 @@ mod tests {
         );
         assert!(host.marker("pod_drain_0.complete").is_some());
 
-        let (result, records) = host.run(&PodDrain::default()).await;
+        let (result, records) = host.run(r#"{"type":"pod_drain"}"#).await;
         assert_eq!(result.unwrap(), InterruptOutcome::Completed);
         assert_eq!(
             records,
@@ -318,11 +344,10 @@ mod tests {
 
     #[tokio::test]
     async fn falls_back_to_the_host_hostname() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("etc")).unwrap();
-        std::fs::write(root.path().join("etc/hostname"), "gpu-node-9\n").unwrap();
-        let host = TestHost::new(root.path());
-        let (result, _) = host.run(&PodDrain::default()).await;
+        let host = TestHost::temp();
+        std::fs::create_dir(host.root().join("etc")).unwrap();
+        std::fs::write(host.root().join("etc/hostname"), "gpu-node-9\n").unwrap();
+        let (result, _) = host.run_kind(&PodDrain::default()).await;
         result.unwrap();
         assert_eq!(
             host.commands(),
@@ -332,9 +357,8 @@ mod tests {
 
     #[tokio::test]
     async fn fails_without_running_anything_when_no_node_name_can_be_found() {
-        let root = tempfile::tempdir().unwrap();
-        let host = TestHost::new(root.path()).env("NODE_NAME", " ");
-        let (result, records) = host.run(&PodDrain::default()).await;
+        let host = TestHost::temp().env("NODE_NAME", " ");
+        let (result, records) = host.run_kind(&PodDrain::default()).await;
         assert_eq!(
             result.unwrap_err().to_string(),
             "no node to drain: node_name is not set, NODE_NAME is unset or empty and the host's /etc/hostname \
@@ -345,9 +369,8 @@ mod tests {
 
     #[tokio::test]
     async fn refuses_an_invalid_node_name_from_the_host() {
-        let root = tempfile::tempdir().unwrap();
-        let host = TestHost::new(root.path()).env("NODE_NAME", "--all");
-        let (result, records) = host.run(&PodDrain::default()).await;
+        let host = TestHost::temp().env("NODE_NAME", "--all");
+        let (result, records) = host.run_kind(&PodDrain::default()).await;
         assert_eq!(
             result.unwrap_err().to_string(),
             r#"node name from NODE_NAME or the host's /etc/hostname: "--all" must not start with '-'"#
@@ -357,14 +380,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_kubectl_failure_names_the_command_and_its_exit_code_and_leaves_no_marker() {
-        let root = tempfile::tempdir().unwrap();
-        let host = TestHost::new(root.path());
+        let host = TestHost::temp();
         host.answer([Termination::Exited(1)]);
         let drain = PodDrain {
             node_name: Some("gpu-node-7".into()),
             ..PodDrain::default()
         };
-        let (result, _) = host.run(&drain).await;
+        let (result, _) = host.run_kind(&drain).await;
         assert_eq!(
             result.unwrap_err().to_string(),
             "kubectl drain gpu-node-7 --ignore-daemonsets --timeout=300s: exit code 1"

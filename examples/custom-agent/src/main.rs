@@ -1,4 +1,4 @@
-//! `agent-with-pod-drain`: the stock agent plus the kinds of this crate.
+//! `agent-with-pod-drain`: the stock agent plus the kinds of the custom-interrupt crate.
 
 use std::process::ExitCode;
 

@@ -1,0 +1,12 @@
+use agent_core::{InterruptContext, InterruptError, InterruptKind};
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ContainerdRestart {}
+
+impl InterruptKind for ContainerdRestart {
+    async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,13 @@
+use agent_core::{InterruptContext, InterruptError, InterruptKind};
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ContainerdRestart {}
+
+#[agent_core::interrupt(name = "containerd_restart", summary = "restart containerd")]
+impl InterruptKind for ContainerdRestart {
+    async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
+        Ok(())
+    }
+}
+
+fn main() {}

@@ -1,0 +1,42 @@
+//! The registry's startup self-check: a kind whose listed example does not decode back to
+//! itself stops the binary with an error naming the kind and its module.
+//!
+//! A test target of its own: the broken declaration below would stop every other test binary
+//! that starts the agent.
+
+use std::process::ExitCode;
+
+/// A third-party kind whose example has the wrong type for a field.
+mod broken {
+    use agent_core::{InterruptContext, InterruptError, InterruptKind};
+
+    #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    pub struct RetryRestart {
+        pub attempts: u32,
+    }
+
+    #[agent_core::interrupt(
+        type = "retry_restart",
+        summary = "restart, retrying",
+        example = r#"{"type":"retry_restart","attempts":"three"}"#
+    )]
+    impl InterruptKind for RetryRestart {
+        async fn run(&self, _cx: &InterruptContext) -> Result<(), InterruptError> {
+            Ok(())
+        }
+    }
+}
+
+const MESSAGE: &str = r#"interrupt kind "retry_restart" (module bad_example::broken): its example {"type":"retry_restart","attempts":"three"} does not decode: serialized interrupt must be base64-encoded JSON with a "type" field: invalid type: string "three", expected u32"#;
+
+#[test]
+fn the_self_check_names_the_kind_and_its_module() {
+    let err = agent_core::registry::check().expect_err("the broken example must be reported");
+    assert_eq!(err.to_string(), MESSAGE);
+}
+
+#[test]
+fn the_binary_refuses_to_start() {
+    let code = agent_cli::main(vec!["interrupts".into(), "list".into()]);
+    assert_eq!(format!("{code:?}"), format!("{:?}", ExitCode::from(1)));
+}
