@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use crate::execution::{self, ExecError, ProcessSpec, Status, Termination};
 use crate::history::{self, UNKNOWN_VERSION};
 use crate::hostfs::{HostFs, HostFsError};
-use crate::logs::{self, RETAINED_LOGS};
+use crate::logs::RunLogs;
 use crate::markers;
 use crate::package::PackageConfig;
 use crate::results::OperationResult;
@@ -266,7 +266,12 @@ pub async fn run_stage(
     }
 
     let flags_dir = rt.package_flags_dir(&config.package_name, &config.package_version);
-    let log_dir = rt.package_log_dir(&config.package_name, &config.package_version);
+    // SPEC §8.10: each log directory is read once for the whole stage.
+    let mut logs = RunLogs::new(
+        rt.write_logs,
+        &rt.package_log_dir(&config.package_name, &config.package_version),
+        steps.iter().map(|step| step.path.as_str()),
+    );
     let mut check_results: Vec<(String, bool)> = Vec::new();
 
     for step in steps {
@@ -313,7 +318,7 @@ pub async fn run_stage(
             mode,
             step,
             versions.as_ref(),
-            &log_dir,
+            &mut logs,
             decision,
             report,
         )
@@ -342,12 +347,10 @@ pub async fn run_stage(
                     step.path
                 )))?;
         }
-        if rt.write_logs {
-            logs::retain(fs, &log_dir, &step.path, RETAINED_LOGS).map_err(state_err(format!(
-                "cleaning old logs of step {:?}",
-                step.path
-            )))?;
-        }
+        logs.prune(fs, &step.path).map_err(state_err(format!(
+            "cleaning old logs of step {:?}",
+            step.path
+        )))?;
         // SPEC §10: the interrupted step was judged above; nothing more starts.
         if cx.exec.cancel.is_cancelled() {
             if let Some(e) = &failure {
@@ -437,7 +440,7 @@ async fn run_step(
     mode: Mode,
     step: &Step,
     versions: Option<&[String; 2]>,
-    log_dir: &Path,
+    logs: &mut RunLogs,
     decision: Decision,
     report: &mut Vec<OperationResult>,
 ) -> Result<(), StageError> {
@@ -534,30 +537,26 @@ async fn run_step(
         cwd,
         chroot,
     };
-    let mut log = if cx.runtime.write_logs {
-        let log_file = logs::create(fs, log_dir, &step.path, SystemTime::now()).map_err(
-            state_err(format!("creating the log of step {:?}", step.path)),
-        )?;
-        Some(log_file)
-    } else {
-        None
-    };
+    // SPEC §8.10: only a refused log path stops the stage; a log that cannot be created or
+    // written leaves the step running without one.
+    let mut log = logs
+        .open(fs, &step.path, SystemTime::now())
+        .map_err(state_err(format!(
+            "creating the log of step {:?}",
+            step.path
+        )))?;
     let outcome = cx
         .exec
-        .run(&spec, log.as_mut().map(|l| &mut l.file))
+        .run(&spec, log.file())
         .await
         .map_err(|source| StageError::Exec {
             path: step.path.clone(),
             source,
         })?;
-    let log_path = log.as_ref().map(|l| l.host_path.clone());
     // The log is diagnostic output, not state (SPEC §5): it is not fsynced, so a step pays
     // only for the journal commits its two markers need.
-    if let Some(log) = log {
-        if let Some(e) = &outcome.log_error {
-            warn!(path = %step.path, log = %log.host_path.display(), error = %e, "could not write the whole log");
-        }
-    }
+    let log_field = logs.close(&step.path, &log, outcome.log_error.as_deref());
+    drop(log);
 
     let accepted = matches!(outcome.termination, Termination::Exited(code) if step.returncodes.contains(&i64::from(code)));
     let status = if accepted && !outcome.timed_out {
@@ -578,7 +577,7 @@ async fn run_step(
         decision.reason(),
         &outcome,
         status == Status::Success,
-        log_path.as_deref(),
+        log_field,
     ));
     if outcome.timed_out {
         return Err(StageError::TimedOut {
