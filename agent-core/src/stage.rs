@@ -273,6 +273,7 @@ pub async fn run_stage(
         steps.iter().map(|step| step.path.as_str()),
     );
     let mut check_results: Vec<(String, bool)> = Vec::new();
+    release_free_memory();
 
     for step in steps {
         if cx.exec.cancel.is_cancelled() {
@@ -365,6 +366,19 @@ pub async fn run_stage(
         }
     }
     finish_checks(cx, config, mode, &check_results)
+}
+
+/// Give the memory freed since start-up back to the system before the steps run. Each step
+/// is started by `fork(2)` (the chroot needs code between fork and exec), which copies the
+/// page tables of every resident page of the agent, and the step's `exec` tears them down:
+/// the parse tree of a large package config, freed but still resident, would make every step
+/// of that package pay for it (about 0.1 ms per step per 4 MiB here).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// SPEC §8.8–§8.9: check results, `<MODE>_ALL_CHECKED`, history, uninstall cleanup.
