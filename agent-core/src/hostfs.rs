@@ -386,6 +386,34 @@ impl HostFs {
         Ok(names)
     }
 
+    /// Call `visit` with the name of every entry of a directory (nothing if it does not
+    /// exist), in directory order, without collecting them: for directories with many entries
+    /// read once (the log index). Names that are not UTF-8 are skipped, as by
+    /// [`HostFs::list_dir`].
+    pub fn visit_dir(
+        &self,
+        host_path: &Path,
+        mut visit: impl FnMut(&str),
+    ) -> Result<(), HostFsError> {
+        let dir_path = Self::clean(host_path)?;
+        let Some(dir) = self.walk_existing(&dir_path)? else {
+            return Ok(());
+        };
+        let mut stream =
+            nix::dir::Dir::from_fd(dir).map_err(|errno| io_error("listing", &dir_path, errno))?;
+        for entry in stream.iter() {
+            let entry = entry.map_err(|errno| io_error("listing", &dir_path, errno))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if let Ok(name) = std::str::from_utf8(name) {
+                visit(name);
+            }
+        }
+        Ok(())
+    }
+
     /// fsync a directory, making the entries created, renamed or removed in it durable.
     pub fn sync_dir(&self, host_path: &Path) -> Result<(), HostFsError> {
         let dir_path = Self::clean(host_path)?;

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Termination};
 use crate::hostfs::{HostFs, HostFsError};
 use crate::interrupt::{BoxError, Command, CompletionPolicy, DecodeError, Interrupt};
-use crate::logs::{self, LogFile, RETAINED_LOGS};
+use crate::logs::{OperationLog, RunLogs};
 use crate::markers;
 use crate::results::OperationResult;
 use crate::timestamp;
@@ -115,7 +115,9 @@ pub enum OperationRecord {
 pub struct InterruptContext {
     settings: InterruptSettings,
     type_name: &'static str,
-    log: Mutex<Option<LogFile>>,
+    /// The invocation's one log, once an operation opened it.
+    log: Mutex<Option<OperationLog>>,
+    logs: Mutex<RunLogs>,
     records: Mutex<Vec<OperationRecord>>,
     results: Mutex<Vec<OperationResult>>,
     shutdown_in_progress: Mutex<bool>,
@@ -173,10 +175,12 @@ struct DryRun {
 
 impl InterruptContext {
     pub fn new(settings: InterruptSettings, type_name: &'static str) -> Self {
+        let logs = interrupt_logs(&settings, type_name);
         Self {
             settings,
             type_name,
             log: Mutex::new(None),
+            logs: Mutex::new(logs),
             records: Mutex::new(Vec::new()),
             results: Mutex::new(Vec::new()),
             shutdown_in_progress: Mutex::new(false),
@@ -537,9 +541,10 @@ impl InterruptContext {
         let text = command.to_string();
         s.exec.output.print(&format!("{text}\n"));
         let mut log = self.take_log()?;
-        if let Some(l) = log.as_mut() {
+        // A failed write here shows up again (and is reported) when the relay writes.
+        if let Some(file) = log.file() {
             use std::io::Write as _;
-            let _ = writeln!(l.file, "{text}");
+            let _ = writeln!(file, "{text}");
         }
         let root = s.fs.root();
         let spec = ProcessSpec {
@@ -560,14 +565,20 @@ impl InterruptContext {
             ..s.exec.clone()
         };
         let result = exec
-            .run(&spec, log.as_mut().map(|l| &mut l.file))
+            .run(&spec, log.file())
             .await
             .map_err(|source| InterruptError::Exec {
                 command: text.clone(),
                 source,
             });
-        let log_path = log.as_ref().map(|l| l.host_path.clone());
-        *self.log.lock().expect("lock") = log;
+        let log_field = result.as_ref().ok().and_then(|outcome| {
+            self.logs.lock().expect("lock").close(
+                &self.log_name(),
+                &log,
+                outcome.log_error.as_deref(),
+            )
+        });
+        *self.log.lock().expect("lock") = Some(log);
         let outcome = result?;
         let succeeded = match policy {
             CompletionPolicy::OnSuccess => {
@@ -592,11 +603,7 @@ impl InterruptContext {
             "operation finished"
         );
         self.result(OperationResult::ran(
-            &text,
-            reason,
-            &outcome,
-            succeeded,
-            log_path.as_deref(),
+            &text, reason, &outcome, succeeded, log_field,
         ));
         self.record(OperationRecord::Ran {
             command: text,
@@ -605,36 +612,44 @@ impl InterruptContext {
         Ok(outcome)
     }
 
+    /// `interrupts/<type>`: the invocation's log, relative to the package's log directory.
+    fn log_name(&self) -> String {
+        format!("interrupts/{}", self.type_name)
+    }
+
     /// The invocation's log, created on first use (an interrupt whose operations are all
-    /// complete leaves no empty log behind).
-    fn take_log(&self) -> Result<Option<LogFile>, InterruptError> {
-        let s = &self.settings;
-        let mut guard = self.log.lock().expect("lock");
-        if guard.is_none() {
-            if let Some(dir) = &s.log_dir {
-                let rel = format!("interrupts/{}", self.type_name);
-                let log = logs::create(&s.fs, dir, &rel, SystemTime::now())
-                    .map_err(state_err("creating the interrupt log"))?;
-                *guard = Some(log);
-            }
+    /// complete leaves no empty log behind). SPEC §8.10: one that cannot be created is log
+    /// trouble, not a failure; only a refused path (a link) fails the run.
+    fn take_log(&self) -> Result<OperationLog, InterruptError> {
+        if let Some(log) = self.log.lock().expect("lock").take() {
+            return Ok(log);
         }
-        Ok(guard.take())
+        self.logs
+            .lock()
+            .expect("lock")
+            .open(&self.settings.fs, &self.log_name(), SystemTime::now())
+            .map_err(state_err("creating the interrupt log"))
     }
 
     /// Close the invocation's log and apply retention.
     fn finish_log(&self) -> Result<(), InterruptError> {
-        let s = &self.settings;
-        if let (Some(log), Some(dir)) = (self.log.lock().expect("lock").take(), &s.log_dir) {
+        if let Some(OperationLog::Open(log)) = self.log.lock().expect("lock").take() {
             let _ = log.file.sync_all();
-            logs::retain(
-                &s.fs,
-                dir,
-                &format!("interrupts/{}", self.type_name),
-                RETAINED_LOGS,
-            )
-            .map_err(state_err("cleaning old interrupt logs"))?;
         }
-        Ok(())
+        self.logs
+            .lock()
+            .expect("lock")
+            .prune(&self.settings.fs, &self.log_name())
+            .map_err(state_err("cleaning old interrupt logs"))
+    }
+}
+
+/// The logs of one interrupt run: its one log under `LOGS/<pkg>/<ver>/interrupts/`.
+fn interrupt_logs(settings: &InterruptSettings, type_name: &str) -> RunLogs {
+    let rel = format!("interrupts/{type_name}");
+    match &settings.log_dir {
+        Some(dir) => RunLogs::new(true, dir, [rel.as_str()]),
+        None => RunLogs::new(false, Path::new("/"), []),
     }
 }
 

@@ -44,7 +44,8 @@ pub struct OperationResult {
     pub succeeded: Option<bool>,
     #[serde(default)]
     pub duration_ms: Option<u64>,
-    /// Host path of the operation's log file.
+    /// Host path of the operation's log file, or `not written (<cause>)` when it could not
+    /// be created or written (SPEC §8.10); `None` when logs are off.
     #[serde(default)]
     pub log: Option<String>,
     /// The last 4 KiB of its output (lossy UTF-8).
@@ -78,7 +79,7 @@ impl OperationResult {
         reason: impl Into<String>,
         outcome: &Outcome,
         succeeded: bool,
-        log: Option<&Path>,
+        log: Option<String>,
     ) -> Self {
         let (exit_code, signal) = match outcome.termination {
             Termination::Exited(c) => (Some(c), None),
@@ -92,7 +93,7 @@ impl OperationResult {
             signal,
             succeeded: Some(succeeded),
             duration_ms: Some(u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX)),
-            log: log.map(|p| p.display().to_string()),
+            log,
             output_tail: Some(String::from_utf8_lossy(&outcome.tail).into_owned()),
         }
     }
@@ -154,7 +155,7 @@ mod tests {
                     "no completion marker",
                     &outcome,
                     false,
-                    Some(Path::new("/l/b.log")),
+                    Some("/l/b.log".into()),
                 ),
             ],
         };

@@ -43,6 +43,15 @@ pub fn log_stamp(t: SystemTime) -> String {
         .expect("every supported date formats")
 }
 
+/// The stamp [`parse_log_stamp`] read `unix_nanos` from, in the new format or (`legacy`) the
+/// legacy one: both formats are fixed-width and name every field, so parsing and formatting
+/// are inverse (property-tested below). `None` outside the years a stamp can hold.
+pub fn format_log_stamp(unix_nanos: i128, legacy: bool) -> Option<String> {
+    let utc = OffsetDateTime::from_unix_timestamp_nanos(unix_nanos).ok()?;
+    utc.format(if legacy { LEGACY_LOG_STAMP } else { LOG_STAMP })
+        .ok()
+}
+
 /// Parse a log-name stamp, new (`YYYY-MM-DD-HHMMSS.nnnnnnnnn`) or legacy (`YYYY-MM-DD-HHMMSS`,
 /// written by the Python agent), into Unix nanoseconds, the order of retention (SPEC §8.10).
 /// Anything else, including signs, spaces or another number of fraction digits, is `None`:
@@ -201,6 +210,24 @@ mod tests {
                 parse_log_stamp(&stamp),
                 Some(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
             );
+        }
+
+        /// What retention deletes is named from the parsed stamp: every stamp that parses
+        /// must format back to exactly its text, in both formats, before 1970 too.
+        #[test]
+        fn parsed_log_stamps_format_back_to_their_text(
+            year in 0u32..=9999, month in 1u32..=12, day in 1u32..=31,
+            hour in 0u32..24, minute in 0u32..60, second in 0u32..60,
+            nanos in 0u32..1_000_000_000, legacy: bool,
+        ) {
+            let date = format!("{year:04}-{month:02}-{day:02}-{hour:02}{minute:02}{second:02}");
+            let text = if legacy { date } else { format!("{date}.{nanos:09}") };
+            if let Some(parsed) = parse_log_stamp(&text) {
+                prop_assert_eq!(format_log_stamp(parsed, legacy), Some(text));
+            } else {
+                // Only impossible dates (the 31st of a short month, 29 February) are refused.
+                prop_assert!(day > 28);
+            }
         }
 
         #[test]

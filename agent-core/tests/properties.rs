@@ -518,18 +518,20 @@ proptest! {
         let fs = HostFs::new(dir.path());
         let log_dir = Path::new("/logs/pkg/1.0.0");
         let base = UNIX_EPOCH + Duration::from_secs(1_796_034_448);
+        // One index for the whole sequence, as one run keeps it.
+        let mut index = logs::LogIndex::new(log_dir, ["sub/x.sh", "sub/x.sh-y"]);
         let mut created = Vec::new();
         for (i, t) in times.iter().enumerate() {
             let when = base + Duration::from_secs(*t);
-            let log = logs::create(&fs, log_dir, "sub/x.sh", when).unwrap();
+            let log = index.create(&fs, "sub/x.sh", when).unwrap();
             created.push((*t, i, log.host_path.file_name().unwrap().to_str().unwrap().to_owned()));
             // Another step whose name starts like this one's, and the legacy error files.
-            logs::create(&fs, log_dir, "sub/x.sh-y", when).unwrap();
+            index.create(&fs, "sub/x.sh-y", when).unwrap();
         }
         let sub = dir.path().join("logs/pkg/1.0.0/sub");
         std::fs::write(sub.join("x.sh-2026-11-30-102728.log.err"), "legacy").unwrap();
         std::fs::write(sub.join("x.sh-notes.txt"), "other").unwrap();
-        logs::retain(&fs, log_dir, "sub/x.sh", keep).unwrap();
+        index.retain(&fs, "sub/x.sh", keep).unwrap();
         // Newest first: later time, then later creation (a higher collision index).
         created.sort_by_key(|c| std::cmp::Reverse((c.0, c.1)));
         let mut expected: Vec<String> = created.iter().take(keep).map(|c| c.2.clone()).collect();

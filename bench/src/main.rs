@@ -34,7 +34,7 @@ struct Cli {
     #[arg(long)]
     quick: bool,
     /// Run only this scenario: a|apply, b|steps, c|relay, d|latency, e|startup, f|rss
-    /// (f runs c). Repeatable.
+    /// (f runs c), g|scaling. Repeatable.
     #[arg(long = "scenario", value_name = "X")]
     scenarios: Vec<String>,
     /// Timed runs of the agent and of the baseline per scenario (after one warm-up each).
@@ -43,6 +43,9 @@ struct Cli {
     /// Step counts of (b) (default 10,100,200,1000; --quick 10,200).
     #[arg(long, value_delimiter = ',', value_name = "N,N")]
     steps: Vec<usize>,
+    /// Step counts of the scaling scenario (g) (default 10,100,1000,5000; --quick 10,100,1000).
+    #[arg(long, value_delimiter = ',', value_name = "N,N")]
+    scaling_steps: Vec<usize>,
     /// Output sizes of (c)/(f) in MiB (default 10,200,1024; --quick 10,200).
     #[arg(long, value_delimiter = ',', value_name = "MIB,MIB")]
     sizes_mib: Vec<u64>,
@@ -79,6 +82,7 @@ enum Scenario {
     Relay,
     Latency,
     Startup,
+    Scaling,
 }
 
 fn parse_scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
@@ -88,6 +92,7 @@ fn parse_scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
         Scenario::Relay,
         Scenario::Latency,
         Scenario::Startup,
+        Scenario::Scaling,
     ];
     if names.is_empty() {
         return Ok(all.to_vec());
@@ -100,8 +105,12 @@ fn parse_scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
             "c" | "relay" | "f" | "rss" => Scenario::Relay,
             "d" | "latency" => Scenario::Latency,
             "e" | "startup" => Scenario::Startup,
+            "g" | "scaling" => Scenario::Scaling,
             other => {
-                bail!("unknown scenario {other:?} (a..f or apply, steps, relay, latency, startup)")
+                bail!(
+                    "unknown scenario {other:?} (a..g or apply, steps, relay, latency, startup, \
+                     scaling)"
+                )
             }
         };
         if !chosen.contains(&s) {
@@ -135,6 +144,12 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
     let chroot = is_root && !cli.no_chroot;
     let host = host::FakeRoot::new(cli.dir.as_deref(), chroot)?;
     let steps = pick(&cli.steps, cli.quick, &[10, 200], &[10, 100, 200, 1000]);
+    let scaling = pick(
+        &cli.scaling_steps,
+        cli.quick,
+        &[10, 100, 1000],
+        &[10, 100, 1000, 5000],
+    );
     let sizes: Vec<u64> = pick(&cli.sizes_mib, cli.quick, &[10, 200], &[10, 200, 1024])
         .iter()
         .map(|mib| mib * 1024 * 1024)
@@ -202,6 +217,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             }
             Scenario::Latency => scenarios::latency(&mut bench, cli.lines)?,
             Scenario::Startup => scenarios::startup(&mut bench)?,
+            Scenario::Scaling => scenarios::scaling(&mut bench, &scaling)?,
         }
     }
     let machine = Machine {

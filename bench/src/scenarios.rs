@@ -763,3 +763,172 @@ pub fn size_label(size: u64) -> String {
 fn progress(what: &str) {
     eprintln!("agent-bench: {what} ...");
 }
+
+/// A step printing one line: the shape of the scaling measurements of issue reports.
+const ONE_LINE_STEP: &str = "#!/bin/sh\necho \"step ran\"\n";
+
+/// How many runs of the same package in the same STATE and LOGS make one scaling sequence:
+/// the first run and three reruns.
+const SCALING_SEQUENCE: usize = 4;
+
+/// (g) Scaling: the per-step time and peak RSS of an N-step apply, on its first run and on
+/// its third rerun in the same STATE and LOGS with `OVERLAY_ALWAYS_RUN_STEP=true` (every
+/// step runs again, so every rerun adds one log per step to the package's log directory, as
+/// on a node that reruns a stage). Each repetition runs the sequence of every step count in
+/// turn, so all counts share the machine's conditions; the target compares the largest
+/// count's third rerun with the 100-step first run of the same suite run.
+pub fn scaling(b: &mut Bench, counts: &[usize]) -> anyhow::Result<()> {
+    progress(&format!(
+        "g. scaling over {counts:?} steps, first run and third rerun"
+    ));
+    let mut pkgs = Vec::new();
+    for &n in counts {
+        let steps: Vec<(String, String)> = (1..=n)
+            .map(|i| (format!("s{i}.sh"), ONE_LINE_STEP.to_owned()))
+            .collect();
+        pkgs.push(b.host.install(&format!("scale{n}"), &steps)?);
+    }
+    let always = [("OVERLAY_ALWAYS_RUN_STEP", "true")];
+    let run_once = |pkg: &Package, d: &crate::host::RunDirs| {
+        let mut env: Vec<(&str, &str)> = d.env().to_vec();
+        env.extend(always);
+        b.agent_run(b.host.agent_stage(&b.agent, "apply", pkg, &env))
+    };
+    // Warm-up: one first run of each package (page cache, binary, step files).
+    for pkg in &pkgs {
+        run_once(pkg, &b.host.fresh_dirs()?)?;
+    }
+    // What the package's config needs: the peak RSS of `agent validate` (which loads and
+    // checks the config and nothing else) over that of the smallest package.
+    let mut config_rss = Vec::new();
+    for pkg in &pkgs {
+        let mut runs = Vec::new();
+        for _ in 0..b.runs {
+            let mut cmd = b.host.agent(&b.agent, &[]);
+            cmd.arg("validate").arg(b.host.real(&pkg.copy_dir));
+            runs.push(b.agent_run(cmd)?);
+        }
+        config_rss.push(median(&rss_mib(&runs)));
+    }
+    // [count][sequence position] -> samples
+    let mut samples: Vec<Vec<Vec<Sample>>> = vec![vec![Vec::new(); SCALING_SEQUENCE]; counts.len()];
+    for rep in 0..b.runs {
+        // Alternate the order of the counts so none is always measured first.
+        let mut order: Vec<usize> = (0..counts.len()).collect();
+        if rep % 2 == 1 {
+            order.reverse();
+        }
+        for k in order {
+            let d = b.host.fresh_dirs()?;
+            for position in &mut samples[k] {
+                position.push(run_once(&pkgs[k], &d)?);
+            }
+        }
+    }
+    #[allow(clippy::cast_precision_loss, reason = "step counts are small")]
+    let per_step =
+        |n: usize, s: &[Sample]| -> Vec<f64> { s.iter().map(|x| ms(x.wall) / n as f64).collect() };
+    let mut first_100 = None;
+    let mut last = None;
+    for (k, &n) in counts.iter().enumerate() {
+        let first = per_step(n, &samples[k][0]);
+        let third = per_step(n, &samples[k][SCALING_SEQUENCE - 1]);
+        let (first_rss, third_rss) = (
+            rss_mib(&samples[k][0]),
+            rss_mib(&samples[k][SCALING_SEQUENCE - 1]),
+        );
+        if n == 100 {
+            first_100 = Some(median(&first));
+        }
+        last = Some((n, median(&third), third.clone()));
+        let name = format!("g.scale-{n}");
+        let config_needs = config_rss[k] - config_rss[0];
+        b.rows.push(Row {
+            scenario: name.clone(),
+            metric: "ms/step, first run".into(),
+            unit: "ms",
+            agent: median(&first),
+            baseline: None,
+            baseline_is: String::new(),
+            target: Target::None,
+            runs: b.runs,
+            note: format!("range {} ms", spread(&first)),
+        });
+        b.rows.push(Row {
+            scenario: name.clone(),
+            metric: "ms/step, third rerun".into(),
+            unit: "ms",
+            agent: median(&third),
+            baseline: Some(median(&first)),
+            baseline_is: format!("the {n}-step first run"),
+            target: Target::None,
+            runs: b.runs,
+            note: format!(
+                "fourth run in the same STATE and LOGS, {} logs per step already there; range \
+                 {} ms",
+                SCALING_SEQUENCE - 1,
+                spread(&third)
+            ),
+        });
+        b.rows.push(Row {
+            scenario: name.clone(),
+            metric: "peak RSS, first run".into(),
+            unit: "MiB",
+            agent: median(&first_rss),
+            baseline: None,
+            baseline_is: String::new(),
+            target: Target::None,
+            runs: b.runs,
+            note: format!("range {} MiB", spread(&first_rss)),
+        });
+        b.rows.push(Row {
+            scenario: name.clone(),
+            metric: "peak RSS, third rerun".into(),
+            unit: "MiB",
+            agent: median(&third_rss),
+            baseline: None,
+            baseline_is: String::new(),
+            target: Target::AtMost {
+                limit: 6.0 + config_needs,
+            },
+            runs: b.runs,
+            note: format!(
+                "6 MiB plus what the config needs ({config_needs:.2} MiB: the peak RSS of \
+                 `agent validate` on this package, {:.2} MiB, over that on the {}-step \
+                 package); range {} MiB",
+                config_rss[k],
+                counts[0],
+                spread(&third_rss)
+            ),
+        });
+        b.rows.push(Row {
+            scenario: name,
+            metric: "config alone (validate)".into(),
+            unit: "MiB",
+            agent: config_rss[k],
+            baseline: None,
+            baseline_is: String::new(),
+            target: Target::None,
+            runs: b.runs,
+            note: "peak RSS of `agent validate COPY_DIR`".into(),
+        });
+    }
+    if let (Some(base), Some((n, third, values))) = (first_100, last) {
+        if n > 100 {
+            b.rows.push(Row {
+                scenario: format!("g.scale-{n}"),
+                metric: "third rerun vs 100 steps".into(),
+                unit: "ms",
+                agent: third,
+                baseline: Some(base),
+                baseline_is: "ms/step of the 100-step first run, same suite run".into(),
+                target: Target::RatioAtMost { limit: 1.3 },
+                runs: values.len(),
+                note: "per-step cost independent of the package's size and of the logs \
+                       already present"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}

@@ -81,6 +81,21 @@ macro_rules! require_root {
     };
 }
 
+/// Whether this process may make mount namespaces and mount tmpfs in them (root with
+/// `CAP_SYS_ADMIN`, `unshare` and `mount` installed), for [`AgentCmd::in_mount_namespace`].
+pub fn mount_namespaces_work() -> bool {
+    let dir = tempfile::tempdir().expect("temp dir");
+    Command::new("/usr/bin/unshare")
+        .args(["--mount", "--propagation", "private", "/bin/sh", "-c"])
+        .arg("mount -t tmpfs -o size=64k tmpfs \"$0\" && touch \"$0/x\"")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+        && !dir.path().join("x").exists()
+}
+
 /// Whether the effective uid is 0 (from `/proc/self/status`; 0 also for the root of a user
 /// namespace, which may chroot and bind-mount inside its own mount namespace).
 pub fn is_root() -> bool {
@@ -453,6 +468,8 @@ pub struct AgentCmd {
     cwd: PathBuf,
     timeout: Duration,
     hold_stdin: bool,
+    /// Shell commands run (as root) in a mount namespace of the agent's own before it starts.
+    mount_setup: Option<String>,
 }
 
 impl AgentCmd {
@@ -467,6 +484,7 @@ impl AgentCmd {
             cwd: cwd.to_owned(),
             timeout: AGENT_TIMEOUT,
             hold_stdin: false,
+            mount_setup: None,
         }
     }
 
@@ -516,9 +534,31 @@ impl AgentCmd {
         self
     }
 
+    /// Run the agent in a mount namespace of its own (`unshare --mount`), after the shell
+    /// commands `setup` (mounts of tmpfs or read-only binds over directories of the fake root):
+    /// the mounts exist for the agent alone and vanish with it, whatever happens to the test.
+    /// `setup` runs under `set -e`; a failing command fails the run with exit code 97. Needs root; see
+    /// [`mount_namespaces_work`].
+    #[must_use]
+    pub fn in_mount_namespace(mut self, setup: &str) -> Self {
+        self.mount_setup = Some(setup.to_owned());
+        self
+    }
+
     /// Start the agent.
     pub fn spawn(self) -> Running {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent"));
+        let mut cmd = match &self.mount_setup {
+            Some(setup) => {
+                let mut cmd = Command::new("/usr/bin/unshare");
+                cmd.args(["--mount", "--propagation", "private", "/bin/sh", "-c"])
+                    .arg(format!(
+                        "(set -e\n{setup}\n) >&2 || exit 97\nexec \"$0\" \"$@\""
+                    ))
+                    .arg(env!("CARGO_BIN_EXE_agent"));
+                cmd
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_agent")),
+        };
         cmd.args(&self.args)
             .env_clear()
             .envs(&self.env)
