@@ -334,6 +334,15 @@ fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
     let first_pid = first.pid();
     host.wait_for(STARTED, Duration::from_secs(20));
     let orphan: u32 = host.read_string("var/tmp/held.pid").trim().parse().unwrap();
+    // The agent records the group right after starting the step; the kill comes after that.
+    let lock = format!("{STATE}/locks/pkg.lock");
+    assert!(
+        eventually(Duration::from_secs(10), || host
+            .read_string(&lock)
+            .contains(&format!("\nrunning: pgid={orphan} "))),
+        "the lock file never named the step's group: {:?}",
+        host.read_string(&lock)
+    );
     first.signal("KILL");
     let killed = first.wait();
     assert_eq!(killed.code(), None, "{killed:?}");
@@ -372,6 +381,6 @@ fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
     assert_eq!(host.ran_count("next.sh"), 1);
     assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
     // The lock file no longer names a running group.
-    let lock = host.read_string(&format!("{STATE}/locks/pkg.lock"));
+    let lock = host.read_string(&lock);
     assert!(!lock.contains("running:"), "{lock:?}");
 }
