@@ -731,7 +731,10 @@ fn read_attempts(fs: &HostFs, file: &Path, boot_id: &str) -> Result<u32, String>
 fn was_spawned(result: &Result<execution::Outcome, InterruptError>) -> bool {
     match result {
         Ok(_) => true,
-        Err(InterruptError::Exec { source, .. }) => !matches!(source, ExecError::Spawn { .. }),
+        Err(InterruptError::Exec { source, .. }) => !matches!(
+            source,
+            ExecError::Spawn { .. } | ExecError::ExecFormat { .. }
+        ),
         Err(_) => false,
     }
 }

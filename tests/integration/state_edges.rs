@@ -5,6 +5,7 @@
 //! about a file. Full and read-only disks are real tmpfs mounts (root only).
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime};
@@ -458,6 +459,34 @@ fn reboot_attempts_are_not_spent_while_reboot_is_missing() {
         host.read_string(&format!("{INTERRUPT_FLAGS}/node_restart_0.attempts")),
         format!("boot-id:{BOOT_ID}\nattempts:1\n")
     );
+}
+
+#[test]
+fn reboot_attempts_are_not_spent_while_reboot_cannot_be_executed() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(PKG_DIR);
+    // No `#!` line: the kernel refuses it (ENOEXEC), so no reboot was ever started.
+    host.write("usr/bin/reboot", "echo rebooting\n");
+    fs::set_permissions(
+        host.path("usr/bin/reboot"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let data = interrupt_data(NODE_RESTART);
+    for _ in 0..4 {
+        let run = host.interrupt(&data).run();
+        run.assert_code(1);
+        run.assert_stderr_contains("exec format error");
+        assert!(
+            !run.err().contains("never restarted"),
+            "the loop guard counted a reboot that never ran: {run:?}"
+        );
+    }
+    host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
+    let run = host.interrupt(&data).run();
+    run.assert_success();
+    assert_eq!(host.calls(), ["reboot"], "{run:?}");
 }
 
 #[test]
