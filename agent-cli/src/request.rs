@@ -23,7 +23,7 @@ subcommands (see `agent <subcommand> --help`):
   agent validate COPY_DIR [--format text|json] lint a package directory offline
   agent plan MODE ROOT_MOUNT COPY_DIR          dry run: which steps would run or be skipped, and why
   agent plan interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
-  agent status ROOT_MOUNT [--json]             versions, markers, checks, interrupts, last runs
+  agent status ROOT_MOUNT [--format text|json] verdict (exit 1 on error), packages, errors
 ";
 
 /// The legacy forms' implied host root mount.

@@ -49,5 +49,6 @@ mod results;
 mod security;
 mod signals;
 mod stage_apply;
+mod status;
 mod subcommands;
 mod traversal;
