@@ -37,6 +37,7 @@ mod dockerfile;
 mod docs;
 mod errors;
 mod harness;
+mod help;
 mod input_table;
 mod interrupts;
 mod locking;

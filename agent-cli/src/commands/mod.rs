@@ -8,13 +8,19 @@ pub mod validate;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use agent_core::execution::Output;
 use clap::{Parser, Subcommand};
 
 /// Names that select a subcommand instead of an operator form.
 pub const NAMES: &[&str] = &["interrupts", "validate", "plan", "status"];
 
 #[derive(Debug, Parser)]
-#[command(name = "agent", version = crate::version(), about = "Node agent for Skyhook/NodeWright packages")]
+#[command(
+    name = "agent",
+    version = crate::version(),
+    propagate_version = true,
+    about = "Node agent for Skyhook/NodeWright packages"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,6 +41,15 @@ enum Command {
 
 /// Parse and run a subcommand; clap prints usage errors and exits 2 on bad flags.
 pub fn run(args: Vec<OsString>) -> ExitCode {
+    // `--version`/`-V` in any position prints what `agent --version` prints (SPEC §1.3).
+    if args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--version" || a == "-V")
+    {
+        Output::process().print(&format!("{}\n", crate::version()));
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse_from(std::iter::once(OsString::from("agent")).chain(args)) {
         Ok(cli) => cli,
         Err(e) => {
