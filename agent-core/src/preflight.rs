@@ -19,8 +19,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Errors of pre-flight; messages name the paths involved.
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
-    #[error("package data directory {0:?} does not exist")]
-    MissingPackageData(String),
+    /// Neither `<ROOT><COPY_DIR>` nor SKYHOOK_DATA_DIR, its source, exists.
+    #[error(
+        "package directory {package} (ROOT_MOUNT + COPY_DIR) does not exist, and \
+         SKYHOOK_DATA_DIR {data_dir:?} to copy it from does not exist either: check ROOT_MOUNT \
+         and COPY_DIR, or set SKYHOOK_DATA_DIR to the package's directory in this container"
+    )]
+    MissingPackageData { package: String, data_dir: String },
     #[error("expected config file {0:?} was not found in the configmaps directory")]
     MissingConfigFile(String),
     /// Something other than a regular file is at the entry's path (`found`: "a directory", ...).
@@ -125,9 +130,10 @@ pub fn ensure_package_data(
     let data_meta = match fs::metadata(data_dir) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(PreflightError::MissingPackageData(
-                data_dir.display().to_string(),
-            ));
+            return Err(PreflightError::MissingPackageData {
+                package: dest.display().to_string(),
+                data_dir: data_dir.display().to_string(),
+            });
         }
         Err(e) => return Err(source_error(data_dir, e)),
     };

@@ -43,6 +43,7 @@ mod interrupts;
 mod locking;
 mod logs;
 mod malformed;
+mod messages;
 mod plugins;
 mod preflight;
 mod replay;
