@@ -29,6 +29,10 @@ subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
   agent plan MODE ROOT_MOUNT COPY_DIR          dry run: which steps would run or be skipped, and why
   agent plan interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
   agent status ROOT_MOUNT [--format text|json] verdict (exit 1 on error), packages, errors
+  agent reset ROOT_MOUNT COPY_DIR [--stage MODE] [--step PATH] [--yes]
+  agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
+  agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
+                                               make work run again: show, then remove its markers
 ";
 
 /// The legacy forms' implied host root mount.

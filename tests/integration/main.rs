@@ -47,6 +47,7 @@ mod messages;
 mod plugins;
 mod preflight;
 mod replay;
+mod reset;
 mod results;
 mod security;
 mod signals;

@@ -2,6 +2,7 @@
 
 pub mod interrupts;
 pub mod plan;
+pub mod reset;
 pub mod status;
 pub mod validate;
 
@@ -12,7 +13,7 @@ use agent_core::execution::Output;
 use clap::{Parser, Subcommand};
 
 /// Names that select a subcommand instead of an operator form.
-pub const NAMES: &[&str] = &["interrupts", "validate", "plan", "status"];
+pub const NAMES: &[&str] = &["interrupts", "validate", "plan", "status", "reset"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -37,6 +38,9 @@ enum Command {
     Plan(plan::Plan),
     /// What the agent left on a host: versions, markers, checks, interrupts, last runs.
     Status(status::Status),
+    /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
+    /// --yes) remove its completion markers.
+    Reset(reset::Reset),
 }
 
 /// Parse and run a subcommand; clap prints usage errors and exits 2 on bad flags.
@@ -62,5 +66,6 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Reset(args) => reset::run(&args),
     }
 }

@@ -263,14 +263,20 @@ fn held(lock: Option<&Holder>) -> String {
 }
 
 fn run_line(run: &RunRecord) -> String {
-    let ran = run
-        .operations
-        .iter()
-        .filter(|o| o.decision == "ran")
-        .count();
-    let skipped = run.operations.len() - ran;
+    let count = |decision: &str| {
+        run.operations
+            .iter()
+            .filter(|o| o.decision == decision)
+            .count()
+    };
+    let what = if run.mode == agent_core::status::RESET_MODE {
+        format!("{} removed", count("removed"))
+    } else {
+        let ran = count("ran");
+        format!("{ran} ran, {} skipped", run.operations.len() - ran)
+    };
     format!(
-        "{}: exit {} at {} ({ran} ran, {skipped} skipped; agent {})",
+        "{}: exit {} at {} ({what}; agent {})",
         run.mode, run.exit_code, run.finished, run.agent_version
     )
 }
