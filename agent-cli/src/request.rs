@@ -33,6 +33,8 @@ subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
   agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
   agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
                                                make work run again: show, then remove its markers
+  agent completions bash|zsh|fish              shell completions for the subcommands
+  agent man                                    the manual page agent.1 (roff), as in docs/agent.1
 ";
 
 /// The legacy forms' implied host root mount.

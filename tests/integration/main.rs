@@ -31,6 +31,7 @@ mod banner;
 mod checks;
 mod cli;
 mod compat;
+mod completions;
 mod concurrency;
 mod crash;
 mod dockerfile;
