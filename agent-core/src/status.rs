@@ -977,6 +977,60 @@ mod tests {
     }
 
     #[test]
+    fn an_error_anywhere_wins_then_running() {
+        use Verdict::{Done, Error, NotStarted, RebootPending, Running};
+        assert_eq!(Verdict::combine([Done, Running, Error]), Error);
+        assert_eq!(Verdict::combine([Done, RebootPending, Running]), Running);
+        assert_eq!(Verdict::combine([Done, RebootPending]), RebootPending);
+        assert_eq!(Verdict::combine([Done]), Done);
+        assert_eq!(Verdict::combine([]), NotStarted);
+        assert_eq!(
+            serde_json::to_string(&RebootPending).unwrap(),
+            r#""reboot-pending""#
+        );
+    }
+
+    #[test]
+    fn boot_ids_are_shortened_for_reading() {
+        assert_eq!(short_id("3f9c1d52-0b7e-4c1a"), "3f9c1d52…");
+        assert_eq!(short_id("old-boot"), "old-boot");
+    }
+
+    #[test]
+    fn discovery_finds_the_operators_state_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::new(root.path());
+        let legacy = (Path::new("/etc/skyhook"), Path::new("/var/log/skyhook"));
+        assert_eq!(
+            discover(&fs, legacy.0, legacy.1),
+            [(legacy.0.to_path_buf(), legacy.1.to_path_buf())],
+            "nothing found: the legacy default"
+        );
+        for dir in [
+            "var/lib/skyhook/sk1/flags",
+            "var/lib/skyhook/sk2/history",
+            "var/lib/skyhook/pkg-only/skyhook_dir",
+        ] {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        assert_eq!(
+            discover(&fs, legacy.0, legacy.1),
+            [
+                (
+                    PathBuf::from("/var/lib/skyhook/sk1"),
+                    PathBuf::from("/var/log/skyhook/sk1")
+                ),
+                (
+                    PathBuf::from("/var/lib/skyhook/sk2"),
+                    PathBuf::from("/var/log/skyhook/sk2")
+                ),
+            ]
+        );
+        std::fs::create_dir_all(root.path().join("etc/skyhook/results")).unwrap();
+        assert_eq!(discover(&fs, legacy.0, legacy.1).len(), 3);
+    }
+
+    #[test]
     fn times_sort_as_instants() {
         assert!(sort_time("2026-11-30T10:00:00Z") > sort_time("2026-11-30T09:59:59.5Z"));
         assert!(sort_time("2026-11-30T10:00:00.5Z") > sort_time("2026-11-30T10:00:00Z"));
