@@ -1090,7 +1090,11 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "package data directory {:?} does not exist",
+                "package directory {}{COPY_DIR} (ROOT_MOUNT + COPY_DIR) does not exist, and \
+                 SKYHOOK_DATA_DIR {:?} to copy it from does not exist either: check ROOT_MOUNT \
+                 and COPY_DIR, or set SKYHOOK_DATA_DIR to the package's directory in this \
+                 container",
+                s.root.display(),
                 data.display().to_string()
             )
         );
