@@ -33,7 +33,7 @@ use agent_core::timestamp;
 use anyhow::Context as _;
 use tracing::{error, warn};
 
-use crate::request::{Request, USAGE};
+use crate::request::{HelpTopic, Request, USAGE};
 
 /// The version embedded at build time (SPEC §1.3): `AGENT_VERSION` (the crate version when
 /// unset); when it is set but empty, the embedded `GIT_SHA`; else `unknown`.
@@ -77,9 +77,16 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             println_out(&format!("{}\n", version()));
             ExitCode::SUCCESS
         }
-        Request::Help => {
+        Request::Help(None) => {
             println_out(USAGE);
             ExitCode::SUCCESS
+        }
+        Request::Help(Some(HelpTopic::Mode(mode))) => {
+            println_out(&request::mode_help(&mode));
+            ExitCode::SUCCESS
+        }
+        Request::Help(Some(HelpTopic::Subcommand(name))) => {
+            commands::run(vec![name.into(), "--help".into()])
         }
         Request::Stage {
             mode,
@@ -122,10 +129,18 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
         Some(m)
     } else {
         // SPEC §1.1: forward compatibility with newer operators.
-        warn!(
-            mode,
-            "this agent version does not support the requested stage; treating it as a no-op"
-        );
+        if let Some(close) = request::suggest_mode(mode) {
+            warn!(
+                mode,
+                "this agent version does not support the requested stage; treating it as a \
+                 no-op (did you mean {close}?)"
+            );
+        } else {
+            warn!(
+                mode,
+                "this agent version does not support the requested stage; treating it as a no-op"
+            );
+        }
         return ExitCode::SUCCESS;
     };
     match run_operator(&rt, stage_mode, mode, root, copy_dir, data) {

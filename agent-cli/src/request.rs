@@ -1,14 +1,17 @@
-//! Operator argv forms → [`Request`] (SPEC §1.1), with usage errors.
+//! Operator argv forms → [`Request`] (SPEC §1.1), with usage errors, help and suggestions.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+
+use agent_core::step::Mode;
 
 /// Usage text printed by `--help` and after every usage error.
 pub const USAGE: &str = "\
 usage:
   agent MODE ROOT_MOUNT COPY_DIR
   agent interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
-  agent --version
+  agent --version | -V
+  agent --help | -h | help [MODE | SUBCOMMAND]
   agent MODE COPY_DIR                        (legacy: ROOT_MOUNT is /root)
   agent interrupt COPY_DIR INTERRUPT_DATA    (legacy: ROOT_MOUNT is /root)
 
@@ -16,14 +19,22 @@ modes:
   apply apply-check config config-check upgrade upgrade-check uninstall uninstall-check
   post-interrupt post-interrupt-check interrupt
 
-subcommands (see `agent <subcommand> --help`):
+`agent MODE --help` (or `agent help MODE`) documents a mode: arguments, environment, exit codes.
+
+subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
   agent interrupts list [--format text|json]   interrupt kinds this binary knows
   agent interrupts encode '<json>'             JSON payload -> base64 INTERRUPT_DATA
   agent interrupts decode <base64>             INTERRUPT_DATA -> canonical JSON
   agent validate COPY_DIR [--format text|json] lint a package directory offline
   agent plan MODE ROOT_MOUNT COPY_DIR          dry run: which steps would run or be skipped, and why
   agent plan interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
-  agent status ROOT_MOUNT [--json]             versions, markers, checks, interrupts, last runs
+  agent status ROOT_MOUNT [--format text|json] verdict (exit 1 on error), packages, errors
+  agent reset ROOT_MOUNT COPY_DIR [--stage MODE] [--step PATH] [--yes]
+  agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
+  agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
+                                               make work run again: show, then remove its markers
+  agent completions bash|zsh|fish              shell completions for the subcommands
+  agent man                                    the manual page agent.1 (roff), as in docs/agent.1
 ";
 
 /// The legacy forms' implied host root mount.
@@ -33,7 +44,8 @@ pub const DEFAULT_ROOT: &str = "/root";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Version,
-    Help,
+    /// Usage text, or the help of one topic.
+    Help(Option<HelpTopic>),
     /// A stage MODE, or an unknown one (a forward-compatible no-op).
     Stage {
         mode: String,
@@ -45,6 +57,15 @@ pub enum Request {
         copy_dir: PathBuf,
         data: String,
     },
+}
+
+/// What `--help` or `help` was asked about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelpTopic {
+    /// A stage MODE or `interrupt`.
+    Mode(String),
+    /// A subcommand: its clap help.
+    Subcommand(String),
 }
 
 /// A malformed command line (exit 2).
@@ -64,6 +85,48 @@ pub enum UsageError {
     EmptyInterruptData,
     #[error("stage {0:?} does not accept interrupt data")]
     StageWithData(String),
+    #[error("no help for {topic:?}{}", suggestion.map(|s| format!("; did you mean {s}?")).unwrap_or_default())]
+    UnknownTopic {
+        topic: String,
+        suggestion: Option<&'static str>,
+    },
+}
+
+/// Whether `arg` asks for help / the version.
+fn is_help(arg: &str) -> bool {
+    matches!(arg, "--help" | "-h")
+}
+fn is_version(arg: &str) -> bool {
+    matches!(arg, "--version" | "-V")
+}
+
+/// A stage MODE or `interrupt`.
+pub fn is_mode(name: &str) -> bool {
+    name == "interrupt" || name.parse::<Mode>().is_ok()
+}
+
+/// The mode an operator most likely meant by `mode`, for `did you mean …?`: the closest name
+/// by edit distance (letter case ignored), if it is within two edits.
+pub fn suggest_mode(mode: &str) -> Option<&'static str> {
+    closest(
+        mode,
+        Mode::ALL
+            .iter()
+            .map(|m| m.as_str())
+            .chain(std::iter::once("interrupt")),
+    )
+}
+
+fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let word = word.to_ascii_lowercase();
+    if word.is_empty() {
+        return None;
+    }
+    names
+        .map(|name| (strsim::levenshtein(&word, name), name))
+        .filter(|(d, _)| *d <= 2 && *d < word.len())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, name)| name)
 }
 
 /// Dispatch on argument count, in the order of SPEC §1.1.
@@ -76,10 +139,20 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
         })
         .collect::<Result<_, _>>()?;
     match args.first().map(String::as_str) {
-        Some("--version") if args.len() == 1 => return Ok(Request::Version),
-        Some("--version") => return Err(UsageError::VersionArgs),
-        Some("--help" | "-h") => return Ok(Request::Help),
+        Some(v) if is_version(v) && args.len() == 1 => return Ok(Request::Version),
+        Some(v) if is_version(v) => return Err(UsageError::VersionArgs),
+        Some("help") => return help_topic(args.get(1).map(String::as_str)),
         _ => {}
+    }
+    // `--help` or `-h` anywhere: an operator argument never has that value (ROOT and COPY_DIR
+    // are absolute, INTERRUPT_DATA is base64). The help of the first mode named, if any.
+    if args.iter().any(|a| is_help(a)) {
+        let topic = args.iter().find(|a| is_mode(a)).cloned();
+        return Ok(Request::Help(topic.map(HelpTopic::Mode)));
+    }
+    // `agent apply ... --version`: likewise never an operator argument.
+    if args.first().is_some_and(|m| is_mode(m)) && args.iter().any(|a| is_version(a)) {
+        return Ok(Request::Version);
     }
     let (mode, root, copy_dir, data) = match args.as_slice() {
         [mode, copy_dir] => (mode, DEFAULT_ROOT, copy_dir, None),
@@ -113,6 +186,115 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
     }
 }
 
+/// `agent help [TOPIC]`.
+fn help_topic(topic: Option<&str>) -> Result<Request, UsageError> {
+    let Some(topic) = topic else {
+        return Ok(Request::Help(None));
+    };
+    if is_mode(topic) {
+        return Ok(Request::Help(Some(HelpTopic::Mode(topic.to_owned()))));
+    }
+    if crate::commands::NAMES.contains(&topic) {
+        return Ok(Request::Help(Some(HelpTopic::Subcommand(topic.to_owned()))));
+    }
+    Err(UsageError::UnknownTopic {
+        topic: topic.to_owned(),
+        suggestion: suggest_mode(topic)
+            .or_else(|| closest(topic, crate::commands::NAMES.iter().copied())),
+    })
+}
+
+/// What one mode does, for its help text.
+fn mode_summary(mode: &str) -> &'static str {
+    match mode {
+        "apply" => {
+            "Run the package's apply steps. A step whose completion markers are present is \
+             skipped, so a re-run resumes where the last one stopped."
+        }
+        "config" => {
+            "Run the package's config steps (after a configMap change). This stage runs every \
+             step each time."
+        }
+        "upgrade" => {
+            "Run the package's upgrade steps; steps marked `upgrade_step` get the previous and \
+             the current version appended to their arguments. This stage runs every step each time."
+        }
+        "uninstall" => "Run the package's uninstall steps. This stage runs every step each time.",
+        "post-interrupt" => {
+            "Run the package's post-interrupt steps, after its interrupt completed. Completed \
+             steps are skipped."
+        }
+        "interrupt" => {
+            "Decode INTERRUPT_DATA (base64 JSON, see `agent interrupts list`) and run its \
+             operations, each once per SKYHOOK_RESOURCE_ID. A reboot completes when the boot \
+             ID has changed; the loop guard refuses more than SKYHOOK_REBOOT_MAX_ATTEMPTS \
+             reboots in one boot."
+        }
+        "apply-check" | "upgrade-check" => {
+            "Run every check step of the stage; when all pass, record the package version in \
+             the history file and write STATE/flags/<MODE>_ALL_CHECKED. \
+             STATE/flags/check_results lists each check."
+        }
+        "uninstall-check" => {
+            "Run every uninstall check step; when all pass, record `uninstalled` in the history \
+             file and remove the package's completion markers."
+        }
+        _ => {
+            "Run every check step of the stage; STATE/flags/check_results lists each check \
+             and STATE/flags/<MODE>_ALL_CHECKED is written when all pass."
+        }
+    }
+}
+
+/// `agent MODE --help`: what the mode does, its arguments, environment and exit codes.
+pub fn mode_help(mode: &str) -> String {
+    let forms = if mode == "interrupt" {
+        "  agent interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA\n  \
+         agent interrupt COPY_DIR INTERRUPT_DATA              (legacy: ROOT_MOUNT is /root)\n"
+            .to_owned()
+    } else {
+        format!(
+            "  agent {mode} ROOT_MOUNT COPY_DIR\n  \
+             agent {mode} COPY_DIR                 (legacy: ROOT_MOUNT is /root)\n"
+        )
+    };
+    let data = if mode == "interrupt" {
+        "  INTERRUPT_DATA  base64 of the interrupt's JSON, e.g. from\n                  \
+         `agent interrupts encode '{\"type\":\"service_restart\",\"services\":[\"kubelet\"]}'`\n"
+    } else {
+        ""
+    };
+    format!(
+        "agent {mode}: {summary}\n\n\
+         usage:\n{forms}\n\
+         arguments:\n  \
+         ROOT_MOUNT      the host's root filesystem as the agent sees it (absolute): /root in\n                  \
+         an agent pod, / on the node itself\n  \
+         COPY_DIR        the package directory as a host path (absolute), e.g.\n                  \
+         /var/lib/skyhook/sk1/pkg-1.0.0-uid-3; when <ROOT_MOUNT><COPY_DIR> is missing it is\n                  \
+         copied from SKYHOOK_DATA_DIR\n\
+         {data}\n\
+         environment:\n  \
+         SKYHOOK_RESOURCE_ID          required: <prefix>_<package>_<version>, e.g. sk1-uid_pkg_1.0.0\n  \
+         SKYHOOK_ROOT_DIR             state directory under ROOT_MOUNT (default /etc/skyhook)\n  \
+         SKYHOOK_LOG_DIR              log directory under ROOT_MOUNT (default /var/log/skyhook)\n  \
+         SKYHOOK_DATA_DIR             package source for a missing COPY_DIR (default /skyhook-package)\n  \
+         SKYHOOK_AGENT_WRITE_LOGS     keep per-step log files (default true)\n  \
+         SKYHOOK_STEP_TIMEOUT_SECONDS per-operation timeout (default none)\n  \
+         SKYHOOK_REBOOT_MAX_ATTEMPTS  reboots allowed in one boot (default 3)\n  \
+         SKYHOOK_AGENT_LOG            diagnostics filter (default info)\n  \
+         SKYHOOK_AGENT_LOG_FORMAT     text or json diagnostics on stderr (default text)\n  \
+         OVERLAY_ALWAYS_RUN_STEP      run completed steps again (default false)\n  \
+         COPY_RESOLV                  copy /etc/resolv.conf to the host (default true)\n\n\
+         exit codes:\n  \
+         0  the stage satisfied its policy (steps ran or were skipped as completed)\n  \
+         1  a step or check failed, a runtime error, or stopped by a signal\n  \
+         2  malformed arguments\n\n\
+         see also: agent plan {mode} ... (dry run), agent status ROOT_MOUNT, agent reset --help\n",
+        summary = mode_summary(mode),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,8 +322,9 @@ mod tests {
             })
         );
         assert_eq!(p(&["--version"]), Ok(Request::Version));
-        assert_eq!(p(&["--help"]), Ok(Request::Help));
-        assert_eq!(p(&["-h", "x"]), Ok(Request::Help));
+        assert_eq!(p(&["-V"]), Ok(Request::Version));
+        assert_eq!(p(&["--help"]), Ok(Request::Help(None)));
+        assert_eq!(p(&["-h", "x"]), Ok(Request::Help(None)));
     }
 
     #[test]
@@ -190,6 +373,40 @@ mod tests {
             msg(&["apply", "/r", "/c", "x"]),
             r#"stage "apply" does not accept interrupt data"#
         );
+    }
+
+    #[test]
+    fn help_in_every_position_and_form() {
+        let apply = Ok(Request::Help(Some(HelpTopic::Mode("apply".into()))));
+        assert_eq!(p(&["apply", "--help"]), apply);
+        assert_eq!(p(&["apply", "-h"]), apply);
+        assert_eq!(p(&["apply", "/root", "/c", "--help"]), apply);
+        assert_eq!(p(&["--help", "apply"]), apply);
+        assert_eq!(p(&["help", "apply"]), apply);
+        assert_eq!(p(&["help"]), Ok(Request::Help(None)));
+        assert_eq!(
+            p(&["help", "status"]),
+            Ok(Request::Help(Some(HelpTopic::Subcommand("status".into()))))
+        );
+        assert_eq!(
+            p(&["interrupt", "/r", "/c", "-h"]),
+            Ok(Request::Help(Some(HelpTopic::Mode("interrupt".into()))))
+        );
+        assert_eq!(p(&["apply", "/r", "/c", "--version"]), Ok(Request::Version));
+        assert_eq!(
+            p(&["help", "aply"]).unwrap_err().to_string(),
+            r#"no help for "aply"; did you mean apply?"#
+        );
+    }
+
+    #[test]
+    fn suggestions_pick_the_closest_mode_within_two_edits() {
+        assert_eq!(suggest_mode("aply"), Some("apply"));
+        assert_eq!(suggest_mode("APPLY"), Some("apply"));
+        assert_eq!(suggest_mode("apply-chek"), Some("apply-check"));
+        assert_eq!(suggest_mode("interupt"), Some("interrupt"));
+        assert_eq!(suggest_mode("reticulate"), None);
+        assert_eq!(suggest_mode(""), None);
     }
 
     #[test]

@@ -3,8 +3,16 @@
 /// Why a resource ID or name was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
-    #[error("resource ID {0:?} must end in _PACKAGE_VERSION")]
+    #[error(
+        "resource ID {0:?} must end in _PACKAGE_VERSION (SKYHOOK_RESOURCE_ID is \
+         <prefix>_<package>_<version>, e.g. sk1-uid_pkg_1.0.0)"
+    )]
     Shape(String),
+    #[error(
+        "SKYHOOK_RESOURCE_ID is not set: expected <prefix>_<package>_<version>, e.g. \
+         sk1-uid_pkg_1.0.0 (the operator sets it on the agent's pod)"
+    )]
+    Unset,
     #[error("package name {0:?} must be a single path component")]
     PackageName(String),
     #[error("package version {0:?} must be a single path component")]
@@ -27,6 +35,9 @@ impl ResourceId {
     /// SPEC §4: `v` = last `_`; `p` = first `_` before `v`; valid iff `p > 0`, `p < v-1`,
     /// `v < len-1`. Underscores inside the package name survive.
     pub fn parse(id: &str) -> Result<Self, IdentityError> {
+        if id.is_empty() {
+            return Err(IdentityError::Unset);
+        }
         let shape = || IdentityError::Shape(id.to_owned());
         let v = id.rfind('_').ok_or_else(shape)?;
         let p = id[..v].find('_').ok_or_else(shape)?;
@@ -91,14 +102,22 @@ mod tests {
     #[test]
     fn rejects_ids_without_package_and_version() {
         for bad in [
-            "", "abc", "abc_1.0", "_pkg_1.0", "abc__1.0", "abc_pkg_", "__", "a_b_",
+            "abc", "abc_1.0", "_pkg_1.0", "abc__1.0", "abc_pkg_", "__", "a_b_",
         ] {
             assert_eq!(
                 ResourceId::parse(bad).unwrap_err().to_string(),
-                format!("resource ID {bad:?} must end in _PACKAGE_VERSION"),
+                format!(
+                    "resource ID {bad:?} must end in _PACKAGE_VERSION (SKYHOOK_RESOURCE_ID is \
+                     <prefix>_<package>_<version>, e.g. sk1-uid_pkg_1.0.0)"
+                ),
                 "{bad}"
             );
         }
+        assert_eq!(
+            ResourceId::parse("").unwrap_err().to_string(),
+            "SKYHOOK_RESOURCE_ID is not set: expected <prefix>_<package>_<version>, e.g. \
+             sk1-uid_pkg_1.0.0 (the operator sets it on the agent's pod)"
+        );
     }
 
     #[test]

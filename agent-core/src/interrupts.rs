@@ -32,8 +32,22 @@ pub enum InterruptError {
     TimedOut { command: String, seconds: String },
     #[error("reboot was enqueued but the host did not restart within {}s", REBOOT_WAIT.as_secs())]
     RebootNotObserved,
-    #[error("reboot requested {0} times but the host never restarted")]
-    RebootLoop(u32),
+    /// The loop guard (SPEC §9.6); the message says where the count is and how to reset it.
+    #[error(
+        "reboot requested {count} times but the host never restarted; refusing to reboot again \
+         (loop guard: SKYHOOK_REBOOT_MAX_ATTEMPTS={max}, counted in {attempts_file}). Find out \
+         why the host does not restart, then allow new attempts with `agent reset {root} \
+         --interrupt {resource_id} --yes` (or remove {attempts_file}), or raise \
+         SKYHOOK_REBOOT_MAX_ATTEMPTS"
+    )]
+    RebootLoop {
+        count: u32,
+        max: u32,
+        /// Host path of the attempts file.
+        attempts_file: String,
+        root: String,
+        resource_id: String,
+    },
     #[error("reading the host boot ID from {path}: {reason}")]
     BootId { path: String, reason: String },
     #[error("agent stopped after receiving a termination signal")]
@@ -434,7 +448,13 @@ impl InterruptContext {
                          to reboot until a human looks"
                     );
                 }
-                return Err(InterruptError::RebootLoop(count));
+                return Err(InterruptError::RebootLoop {
+                    count,
+                    max: s.reboot_max_attempts,
+                    attempts_file: attempts.display().to_string(),
+                    root: fs.root().display().to_string(),
+                    resource_id: s.resource_id.clone(),
+                });
             }
             RebootStep::Reboot {
                 attempt,
@@ -1172,9 +1192,18 @@ mod tests {
                 .operation(0, CompletionPolicy::AfterReboot, reboot()),
         )
         .unwrap_err();
+        let file = host.cx().settings.markers_dir.join("kind_0.attempts");
         assert_eq!(
             err.to_string(),
-            "reboot requested 3 times but the host never restarted"
+            format!(
+                "reboot requested 3 times but the host never restarted; refusing to reboot again \
+                 (loop guard: SKYHOOK_REBOOT_MAX_ATTEMPTS=3, counted in {f}). Find out why the \
+                 host does not restart, then allow new attempts with `agent reset {root} \
+                 --interrupt {rid} --yes` (or remove {f}), or raise SKYHOOK_REBOOT_MAX_ATTEMPTS",
+                f = file.display(),
+                root = host.cx().settings.fs.root().display(),
+                rid = host.cx().settings.resource_id,
+            )
         );
         assert_eq!(host.ran().len(), 3);
         assert_eq!(

@@ -156,9 +156,10 @@ pub fn plan_stage(
         }
         Err(_) => {
             if !rt.data_dir.is_dir() {
-                return Err(PlanError::PackageData(PreflightError::MissingPackageData(
-                    rt.data_dir.display().to_string(),
-                )));
+                return Err(PlanError::PackageData(PreflightError::MissingPackageData {
+                    package: package_real.display().to_string(),
+                    data_dir: rt.data_dir.display().to_string(),
+                }));
             }
             notes.push(format!(
                 "{} does not exist: the run would copy SKYHOOK_DATA_DIR ({}) into it",

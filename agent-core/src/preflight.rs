@@ -23,8 +23,13 @@ use crate::runtime::Runtime;
 /// Errors of pre-flight; messages name the paths involved.
 #[derive(Debug, thiserror::Error)]
 pub enum PreflightError {
-    #[error("package data directory {0:?} does not exist")]
-    MissingPackageData(String),
+    /// Neither `<ROOT><COPY_DIR>` nor SKYHOOK_DATA_DIR, its source, exists.
+    #[error(
+        "package directory {package} (ROOT_MOUNT + COPY_DIR) does not exist, and \
+         SKYHOOK_DATA_DIR {data_dir:?} to copy it from does not exist either: check ROOT_MOUNT \
+         and COPY_DIR, or set SKYHOOK_DATA_DIR to the package's directory in this container"
+    )]
+    MissingPackageData { package: String, data_dir: String },
     #[error("expected config file {0:?} was not found in the configmaps directory")]
     MissingConfigFile(String),
     /// Something other than a regular file is at the entry's path (`found`: "a directory", ...).
@@ -230,9 +235,10 @@ pub fn ensure_package_data(
     let data_meta = match fs::metadata(data_dir) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(PreflightError::MissingPackageData(
-                data_dir.display().to_string(),
-            ));
+            return Err(PreflightError::MissingPackageData {
+                package: dest.display().to_string(),
+                data_dir: data_dir.display().to_string(),
+            });
         }
         Err(e) => return Err(source_error(data_dir, e)),
     };
@@ -1283,7 +1289,11 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "package data directory {:?} does not exist",
+                "package directory {}{COPY_DIR} (ROOT_MOUNT + COPY_DIR) does not exist, and \
+                 SKYHOOK_DATA_DIR {:?} to copy it from does not exist either: check ROOT_MOUNT \
+                 and COPY_DIR, or set SKYHOOK_DATA_DIR to the package's directory in this \
+                 container",
+                s.root.display(),
                 data.display().to_string()
             )
         );

@@ -16,12 +16,72 @@ use crate::history::UNKNOWN_VERSION;
 use crate::hostfs::{HostFs, HostFsError, is_temp_name};
 use crate::identity::ResourceId;
 use crate::interrupts;
+use crate::locks::{self, Holder};
 use crate::results::{self, RunRecord};
 use crate::runtime::Runtime;
 
-/// Everything `agent status` shows.
+/// The one-word answer of `agent status`, overall and per package or interrupt resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// No state of this agent or its predecessors.
+    NotStarted,
+    /// The last runs succeeded and nothing waits for a reboot.
+    Done,
+    /// An interrupt asked for a reboot and waits for a new boot ID.
+    RebootPending,
+    /// A stage or interrupt holds the lock right now.
+    Running,
+    /// The last run failed, or state cannot be read.
+    Error,
+}
+
+impl Verdict {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not-started",
+            Self::Done => "done",
+            Self::RebootPending => "reboot-pending",
+            Self::Running => "running",
+            Self::Error => "error",
+        }
+    }
+
+    /// The host's verdict from its parts: an error anywhere wins (a script must not miss it
+    /// while another package runs), then running, a pending reboot, done.
+    pub fn combine(parts: impl IntoIterator<Item = Self>) -> Self {
+        parts.into_iter().max().unwrap_or(Self::NotStarted)
+    }
+}
+
+/// One thing that failed, from a results record (SPEC §8.12) or from state that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusError {
+    /// The package (or interrupt resource ID) it belongs to; `None` for host-wide state.
+    pub package: Option<String>,
+    pub version: Option<String>,
+    /// The stage mode or `interrupt` of the failed run.
+    pub mode: Option<String>,
+    /// The step path or interrupt command that failed.
+    pub step: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Host path of the failed operation's log file.
+    pub log: Option<String>,
+    pub message: String,
+    /// Host path of the results record it comes from.
+    pub record: Option<String>,
+}
+
+/// Everything `agent status` shows about one STATE directory.
 #[derive(Debug, Clone, Serialize)]
 pub struct HostStatus {
+    /// This STATE's verdict.
+    pub status: Verdict,
+    /// Every failure below, in the order shown.
+    pub errors: Vec<StatusError>,
+    /// SKYHOOK_REBOOT_MAX_ATTEMPTS: the loop guard's limit (SPEC §9.6).
+    pub reboot_max_attempts: u32,
     /// STATE and LOGS as host paths (ROOT not included).
     pub state_dir: String,
     pub log_dir: String,
@@ -49,6 +109,9 @@ pub struct CheckResult {
 #[derive(Debug, Clone, Serialize)]
 pub struct PackageStatus {
     pub name: String,
+    pub status: Verdict,
+    /// Who holds `STATE/locks/<pkg>.lock`: a stage of this package is running.
+    pub lock: Option<Holder>,
     /// `current-version` of the history file (`uninstalled` after an uninstall).
     pub current_version: Option<String>,
     /// Newest first.
@@ -84,6 +147,9 @@ pub struct VersionStatus {
 #[derive(Debug, Clone, Serialize)]
 pub struct InterruptStatus {
     pub resource_id: String,
+    pub status: Verdict,
+    /// Who holds `STATE/locks/interrupt-<RID>.lock`: an interrupt is running.
+    pub lock: Option<Holder>,
     pub operations: Vec<InterruptOperation>,
 }
 
@@ -91,7 +157,8 @@ pub struct InterruptStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InterruptOperation {
     pub operation: String,
-    /// `complete`, `pending` or `unknown` (an empty or unreadable marker).
+    /// `complete`, `pending`, `unknown` (a corrupt marker: the next run does it again) or
+    /// `unreadable` (a marker that cannot be read).
     pub state: String,
     /// The completion time, or the pending reboot's explanation.
     pub detail: String,
@@ -99,6 +166,9 @@ pub struct InterruptOperation {
     pub pending_boot_id: Option<String>,
     /// Reboots requested under the current boot ID (the loop guard's count).
     pub attempts: Option<u32>,
+    /// The host has not booted since, and the loop guard's limit is reached: the next run
+    /// refuses to reboot (SPEC §9.6).
+    pub loop_guard_refuses: bool,
 }
 
 /// The history ledger as read without side effects.
@@ -153,6 +223,40 @@ pub fn previous_version(history: &History) -> String {
         .current_version
         .clone()
         .unwrap_or_else(|| UNKNOWN_VERSION.to_owned())
+}
+
+/// Where the operator's layout keeps STATE (`/var/lib/skyhook/<skyhook>`) and LOGS
+/// (`/var/log/skyhook/<skyhook>`).
+pub const OPERATOR_STATE_PARENT: &str = "/var/lib/skyhook";
+pub const OPERATOR_LOG_PARENT: &str = "/var/log/skyhook";
+
+/// Entries a STATE directory of this agent or its predecessors holds.
+const STATE_ENTRIES: &[&str] = &["flags", "history", "results", "interrupts", "locks"];
+
+/// STATE and LOGS pairs to report when `SKYHOOK_ROOT_DIR` is not set: the legacy default
+/// (`legacy_state`, `legacy_logs`) when it holds state, and each `/var/lib/skyhook/<name>` that
+/// does (the operator sets `SKYHOOK_ROOT_DIR` to one per Skyhook), with
+/// `/var/log/skyhook/<name>` as its LOGS. The legacy default alone when none holds state.
+pub fn discover(fs: &HostFs, legacy_state: &Path, legacy_logs: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let holds_state = |dir: &Path| {
+        fs.list_dir(dir)
+            .is_ok_and(|names| names.iter().any(|n| STATE_ENTRIES.contains(&n.as_str())))
+    };
+    let mut found = Vec::new();
+    if holds_state(legacy_state) {
+        found.push((legacy_state.to_path_buf(), legacy_logs.to_path_buf()));
+    }
+    let parent = Path::new(OPERATOR_STATE_PARENT);
+    for name in fs.list_dir(parent).unwrap_or_default() {
+        let dir = parent.join(&name);
+        if !is_temp_name(&name) && is_dir(fs, &dir) && holds_state(&dir) && dir != legacy_state {
+            found.push((dir, Path::new(OPERATOR_LOG_PARENT).join(&name)));
+        }
+    }
+    if found.is_empty() {
+        found.push((legacy_state.to_path_buf(), legacy_logs.to_path_buf()));
+    }
+    found
 }
 
 /// Collect the status of every package under STATE.
@@ -213,7 +317,14 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         if is_temp_name(&rid) || !is_dir(fs, &dir) {
             continue;
         }
-        let status = interrupt_status(fs, &dir, &rid, boot_id.as_deref(), &mut note);
+        let scope = InterruptScope {
+            dir: &dir,
+            rid: &rid,
+            state_dir: state,
+            boot_id: boot_id.as_deref(),
+            max_attempts: rt.reboot_max_attempts,
+        };
+        let status = interrupt_status(fs, &scope, &mut note);
         match ResourceId::parse(&rid) {
             Ok(parsed) => {
                 names.insert(parsed.package.clone());
@@ -223,13 +334,61 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         }
     }
 
+    // A stage or interrupt that holds its lock before it wrote any state is still shown.
+    let locks_dir = state.join("locks");
+    for name in list(fs, &locks_dir, &mut note) {
+        let Some(stem) = name.strip_suffix(".lock").filter(|_| !is_temp_name(&name)) else {
+            continue;
+        };
+        match stem.strip_prefix("interrupt-") {
+            Some(rid) => {
+                let known = by_package
+                    .values()
+                    .chain(std::iter::once(&other_interrupts))
+                    .flatten()
+                    .any(|i| i.resource_id == rid);
+                let Ok(parsed) = ResourceId::parse(rid) else {
+                    continue;
+                };
+                if known {
+                    continue;
+                }
+                let path = locks::interrupt_lock_path(state, rid);
+                if let Some(holder) = lock_holder(fs, &path, &mut note) {
+                    names.insert(parsed.package.clone());
+                    by_package
+                        .entry(parsed.package)
+                        .or_default()
+                        .push(InterruptStatus {
+                            resource_id: rid.to_owned(),
+                            status: Verdict::Running,
+                            lock: Some(holder),
+                            operations: Vec::new(),
+                        });
+                }
+            }
+            None => {
+                if !names.contains(stem)
+                    && lock_holder(fs, &locks::package_lock_path(state, stem), &mut note).is_some()
+                {
+                    names.insert(stem.to_owned());
+                }
+            }
+        }
+    }
+
     let mut packages = Vec::new();
+    let mut errors = Vec::new();
     for name in names {
         let history = match read_history(fs, &rt.history_file(&name)) {
             Ok(h) => h,
             Err(e) => {
-                note(&format!("history of {name}"), &crate::errors::Chain(&e));
-                History::default()
+                let reason = chain(&e);
+                note(&format!("history of {name}"), &reason);
+                History {
+                    problem: Some(format!("the history file cannot be read: {reason}")),
+                    ..History::default()
+                }
             }
         };
         let mut versions: BTreeSet<String> = BTreeSet::new();
@@ -277,8 +436,25 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             .flat_map(|v| v.runs.iter())
             .max_by_key(|r| sort_time(&r.finished))
             .cloned();
+        let interrupts = by_package.remove(&name).unwrap_or_default();
+        let lock = lock_holder(fs, &locks::package_lock_path(state, &name), &mut note);
+        let judged = judge_package(
+            &name,
+            state,
+            &version_status,
+            history.problem.as_deref(),
+            &interrupts,
+        );
+        let status = if lock.is_some() {
+            Verdict::Running
+        } else {
+            judged.0
+        };
+        errors.extend(judged.1);
         packages.push(PackageStatus {
-            interrupts: by_package.remove(&name).unwrap_or_default(),
+            status,
+            lock,
+            interrupts,
             current_version: history.current_version,
             history: history.entries,
             history_problem: history.problem,
@@ -288,7 +464,31 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         });
     }
 
+    for other in &other_interrupts {
+        errors.extend(interrupt_errors(other, state));
+    }
+    let status = Verdict::combine(
+        packages
+            .iter()
+            .map(|p| p.status)
+            .chain(other_interrupts.iter().map(|i| i.status))
+            .chain((!problems.is_empty()).then_some(Verdict::Error)),
+    );
+    errors.extend(problems.iter().map(|p| StatusError {
+        package: None,
+        version: None,
+        mode: None,
+        step: None,
+        exit_code: None,
+        signal: None,
+        log: None,
+        message: format!("cannot read state: {p}"),
+        record: None,
+    }));
     HostStatus {
+        status,
+        errors,
+        reboot_max_attempts: rt.reboot_max_attempts,
         state_dir: state.display().to_string(),
         log_dir: rt.log_dir.display().to_string(),
         boot_id,
@@ -298,6 +498,122 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         other_interrupts,
         problems,
     }
+}
+
+/// A package's verdict without its lock, and what failed: the most recent stage or interrupt
+/// run (an `agent reset` record is bookkeeping, not a run), a history that cannot be read, and
+/// its interrupt resources.
+fn judge_package(
+    name: &str,
+    state: &Path,
+    versions: &[VersionStatus],
+    history_problem: Option<&str>,
+    interrupts: &[InterruptStatus],
+) -> (Verdict, Vec<StatusError>) {
+    let mut errors = Vec::new();
+    if let Some(problem) = history_problem {
+        errors.push(StatusError {
+            package: Some(name.to_owned()),
+            version: None,
+            mode: None,
+            step: None,
+            exit_code: None,
+            signal: None,
+            log: None,
+            message: format!("history: {problem}"),
+            record: None,
+        });
+    }
+    let last = versions
+        .iter()
+        .flat_map(|v| v.runs.iter())
+        .filter(|r| r.mode != RESET_MODE)
+        .max_by_key(|r| sort_time(&r.finished));
+    if let Some(run) = last.filter(|r| r.exit_code != 0) {
+        let record = results::path(state, &run.package, &run.version, &run.mode);
+        errors.extend(run_errors(name, run, &record));
+    }
+    for i in interrupts {
+        errors.extend(interrupt_errors(i, state));
+    }
+    let verdict = if !errors.is_empty() {
+        Verdict::Error
+    } else if interrupts.iter().any(|i| i.status == Verdict::Running) {
+        Verdict::Running
+    } else if interrupts
+        .iter()
+        .any(|i| i.status == Verdict::RebootPending)
+    {
+        Verdict::RebootPending
+    } else {
+        Verdict::Done
+    };
+    (verdict, errors)
+}
+
+/// The mode under which `agent reset` records what it removed.
+pub const RESET_MODE: &str = "reset";
+
+/// The failed operations of a failed run, or the run's own error when no operation failed.
+fn run_errors(package: &str, run: &RunRecord, record: &Path) -> Vec<StatusError> {
+    let message = run
+        .error
+        .clone()
+        .unwrap_or_else(|| format!("exited {}", run.exit_code));
+    let base = StatusError {
+        package: Some(package.to_owned()),
+        version: Some(run.version.clone()),
+        mode: Some(run.mode.clone()),
+        step: None,
+        exit_code: None,
+        signal: None,
+        log: None,
+        message,
+        record: Some(record.display().to_string()),
+    };
+    let failed: Vec<StatusError> = run
+        .operations
+        .iter()
+        .filter(|op| op.succeeded == Some(false))
+        .map(|op| StatusError {
+            step: Some(op.operation.clone()),
+            exit_code: op.exit_code,
+            signal: op.signal,
+            log: op.log.clone(),
+            ..base.clone()
+        })
+        .collect();
+    if failed.is_empty() {
+        vec![base]
+    } else {
+        failed
+    }
+}
+
+/// Interrupt operations that cannot be trusted or that the loop guard will refuse.
+fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
+    i.operations
+        .iter()
+        .filter(|op| operation_failed(op))
+        .map(|op| StatusError {
+            package: Some(i.resource_id.clone()),
+            version: None,
+            mode: Some("interrupt".into()),
+            step: Some(op.operation.clone()),
+            exit_code: None,
+            signal: None,
+            log: None,
+            message: op.detail.clone(),
+            record: Some(
+                state
+                    .join("interrupts")
+                    .join("flags")
+                    .join(&i.resource_id)
+                    .display()
+                    .to_string(),
+            ),
+        })
+        .collect()
 }
 
 /// `<PATH> <True|False>` lines, `True` meaning that check failed (SPEC §8.8).
@@ -362,13 +678,27 @@ fn walk_files(
     }
 }
 
+/// Where the interrupt markers and lock of one resource live, and what to judge them by.
+struct InterruptScope<'a> {
+    dir: &'a Path,
+    rid: &'a str,
+    state_dir: &'a Path,
+    boot_id: Option<&'a str>,
+    max_attempts: u32,
+}
+
 fn interrupt_status(
     fs: &HostFs,
-    dir: &Path,
-    rid: &str,
-    boot_id: Option<&str>,
+    scope: &InterruptScope<'_>,
     note: &mut impl FnMut(&str, &dyn std::fmt::Display),
 ) -> InterruptStatus {
+    let InterruptScope {
+        dir,
+        rid,
+        boot_id,
+        max_attempts,
+        ..
+    } = *scope;
     // Keyed by (type, index, name) so `kind_2` sorts before `kind_10`.
     let mut stems: BTreeMap<(String, usize, String), BTreeSet<String>> = BTreeMap::new();
     for name in list(fs, dir, note) {
@@ -386,16 +716,17 @@ fn interrupt_status(
             .or_default()
             .insert(ext.to_owned());
     }
-    let read = |name: &str, note: &mut dyn FnMut(&str, &dyn std::fmt::Display)| -> Option<String> {
+    // `Err` carries the reason a marker that exists cannot be read.
+    let read = |name: &str,
+                note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
+     -> Result<Option<String>, String> {
         let path: PathBuf = dir.join(name);
         match fs.read(&path) {
-            Ok(bytes) => bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned()),
+            Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned())),
             Err(e) => {
-                note(
-                    &format!("interrupt marker {}", path.display()),
-                    &crate::errors::Chain(&e),
-                );
-                None
+                let reason = chain(&e);
+                note(&format!("interrupt marker {}", path.display()), &reason);
+                Err(reason)
             }
         }
     };
@@ -403,49 +734,66 @@ fn interrupt_status(
     for ((_, _, stem), exts) in stems {
         let attempts = exts
             .contains("attempts")
-            .then(|| read(&format!("{stem}.attempts"), note))
+            .then(|| read(&format!("{stem}.attempts"), note).ok().flatten())
             .flatten()
             .and_then(|text| interrupts::parse_attempts(&text, boot_id?));
         let op = if exts.contains("complete") {
-            let content = read(&format!("{stem}.complete"), note).unwrap_or_default();
-            let corrupt = crate::markers::is_corrupt(content.as_bytes());
-            InterruptOperation {
-                operation: stem,
-                state: if corrupt { "unknown" } else { "complete" }.into(),
-                detail: if corrupt {
-                    "corrupt completion marker: the next run does the operation again".into()
-                } else {
-                    content
-                },
-                pending_boot_id: None,
-                attempts: None,
-            }
-        } else if exts.contains("pending") {
-            let content = read(&format!("{stem}.pending"), note).unwrap_or_default();
-            let pending = content
-                .strip_prefix("boot-id:")
-                .map(str::trim)
-                .filter(|b| !b.is_empty())
-                .map(str::to_owned);
-            let detail = match (&pending, boot_id) {
-                (Some(p), Some(current)) if p != current => format!(
-                    "reboot requested under boot ID {p}; the host has rebooted since (boot ID \
-                     {current}): the next run marks it complete"
+            let (state, detail) = match read(&format!("{stem}.complete"), note) {
+                Err(reason) => (
+                    "unreadable",
+                    format!("the completion marker cannot be read: {reason}"),
                 ),
-                (Some(p), Some(_)) => format!(
-                    "reboot requested under the current boot ID {p}: the host has not \
-                     restarted yet"
-                ),
-                (Some(p), None) => format!("reboot requested under boot ID {p}"),
-                (None, _) => format!(
-                    "malformed pending marker {content:?}: the next run replaces it and \
-                     reboots"
-                ),
+                Ok(content) => {
+                    let content = content.unwrap_or_default();
+                    if crate::markers::is_corrupt(content.as_bytes()) {
+                        (
+                            "unknown",
+                            "corrupt completion marker: the next run does the operation again"
+                                .to_owned(),
+                        )
+                    } else {
+                        ("complete", content)
+                    }
+                }
             };
             InterruptOperation {
                 operation: stem,
-                state: "pending".into(),
+                state: state.into(),
                 detail,
+                pending_boot_id: None,
+                attempts: None,
+                loop_guard_refuses: false,
+            }
+        } else if exts.contains("pending") {
+            let (state, pending, detail) = match read(&format!("{stem}.pending"), note) {
+                Err(reason) => (
+                    "unreadable",
+                    None,
+                    format!("the pending marker cannot be read: {reason}"),
+                ),
+                Ok(content) => {
+                    let content = content.unwrap_or_default();
+                    let pending = content
+                        .strip_prefix("boot-id:")
+                        .map(str::trim)
+                        .filter(|b| !b.is_empty())
+                        .map(str::to_owned);
+                    let detail = pending_words(
+                        pending.as_deref(),
+                        &content,
+                        boot_id,
+                        attempts,
+                        max_attempts,
+                    );
+                    ("pending", pending, detail)
+                }
+            };
+            let rebooted_since = pending.is_some() && pending.as_deref() != boot_id;
+            InterruptOperation {
+                operation: stem,
+                state: state.into(),
+                detail,
+                loop_guard_refuses: !rebooted_since && attempts.unwrap_or(0) >= max_attempts,
                 pending_boot_id: pending,
                 attempts,
             }
@@ -453,17 +801,103 @@ fn interrupt_status(
             InterruptOperation {
                 operation: stem,
                 state: "pending".into(),
-                detail: "reboot attempts recorded, no pending marker".into(),
+                detail: format!(
+                    "reboot attempts recorded ({} of {max_attempts} in this boot), no pending \
+                     marker",
+                    attempts.unwrap_or(0)
+                ),
                 pending_boot_id: None,
+                loop_guard_refuses: attempts.unwrap_or(0) >= max_attempts,
                 attempts,
             }
         };
         operations.push(op);
     }
+    let lock = lock_holder(fs, &locks::interrupt_lock_path(scope.state_dir, rid), note);
+    let status = if lock.is_some() {
+        Verdict::Running
+    } else if operations.iter().any(operation_failed) {
+        Verdict::Error
+    } else if operations.iter().any(|op| op.state == "pending") {
+        Verdict::RebootPending
+    } else {
+        Verdict::Done
+    };
     InterruptStatus {
         resource_id: rid.to_owned(),
+        status,
+        lock,
         operations,
     }
+}
+
+/// A marker that cannot be trusted, or a pending reboot the loop guard will refuse to repeat.
+fn operation_failed(op: &InterruptOperation) -> bool {
+    match op.state.as_str() {
+        "complete" => false,
+        "pending" => op.loop_guard_refuses,
+        _ => true,
+    }
+}
+
+/// A pending reboot in words: which boot asked for it, whether the host has booted since,
+/// and how many of the loop guard's attempts are spent.
+fn pending_words(
+    pending: Option<&str>,
+    content: &str,
+    current: Option<&str>,
+    attempts: Option<u32>,
+    max: u32,
+) -> String {
+    let spent = attempts.unwrap_or(0);
+    match (pending, current) {
+        (Some(p), Some(now)) if p != now => format!(
+            "reboot requested in boot {}; the host has booted since (now boot {}): the next \
+             interrupt run marks it complete",
+            short_id(p),
+            short_id(now)
+        ),
+        (Some(p), Some(_)) if spent >= max => format!(
+            "reboot requested in boot {}, waiting for a new boot (attempts {spent} of {max}): \
+             the loop guard refuses another reboot in this boot",
+            short_id(p)
+        ),
+        (Some(p), Some(_)) => format!(
+            "reboot requested in boot {}, waiting for a new boot (attempts {spent} of {max})",
+            short_id(p)
+        ),
+        (Some(p), None) => format!(
+            "reboot requested in boot {}; the current boot ID cannot be read",
+            short_id(p)
+        ),
+        (None, _) => {
+            format!("malformed pending marker {content:?}: the next run replaces it and reboots")
+        }
+    }
+}
+
+/// A boot ID short enough to read (`3f9c1a2b…`); the full one is in `--format json`.
+fn short_id(id: &str) -> String {
+    match id.char_indices().nth(8) {
+        Some((i, _)) => format!("{}…", &id[..i]),
+        None => id.to_owned(),
+    }
+}
+
+/// Who holds a lock, noting a lock that cannot be probed.
+fn lock_holder(
+    fs: &HostFs,
+    path: &Path,
+    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+) -> Option<Holder> {
+    locks::holder(fs, path).unwrap_or_else(|e| {
+        note(&format!("lock {}", path.display()), &chain(&e));
+        None
+    })
+}
+
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    crate::errors::Chain(e).to_string()
 }
 
 /// `(type, index, stem)` of `<TYPE>_<i>`; `(stem, 0, stem)` for an unindexed marker.
@@ -535,6 +969,60 @@ mod tests {
         assert_eq!(previous_version(&h), "unknown");
         assert!(root.path().join("h/pkg.json").exists(), "left in place");
         assert!(!root.path().join("h/pkg.json.backup").exists());
+    }
+
+    #[test]
+    fn an_error_anywhere_wins_then_running() {
+        use Verdict::{Done, Error, NotStarted, RebootPending, Running};
+        assert_eq!(Verdict::combine([Done, Running, Error]), Error);
+        assert_eq!(Verdict::combine([Done, RebootPending, Running]), Running);
+        assert_eq!(Verdict::combine([Done, RebootPending]), RebootPending);
+        assert_eq!(Verdict::combine([Done]), Done);
+        assert_eq!(Verdict::combine([]), NotStarted);
+        assert_eq!(
+            serde_json::to_string(&RebootPending).unwrap(),
+            r#""reboot-pending""#
+        );
+    }
+
+    #[test]
+    fn boot_ids_are_shortened_for_reading() {
+        assert_eq!(short_id("3f9c1d52-0b7e-4c1a"), "3f9c1d52…");
+        assert_eq!(short_id("old-boot"), "old-boot");
+    }
+
+    #[test]
+    fn discovery_finds_the_operators_state_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::new(root.path());
+        let legacy = (Path::new("/etc/skyhook"), Path::new("/var/log/skyhook"));
+        assert_eq!(
+            discover(&fs, legacy.0, legacy.1),
+            [(legacy.0.to_path_buf(), legacy.1.to_path_buf())],
+            "nothing found: the legacy default"
+        );
+        for dir in [
+            "var/lib/skyhook/sk1/flags",
+            "var/lib/skyhook/sk2/history",
+            "var/lib/skyhook/pkg-only/skyhook_dir",
+        ] {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        assert_eq!(
+            discover(&fs, legacy.0, legacy.1),
+            [
+                (
+                    PathBuf::from("/var/lib/skyhook/sk1"),
+                    PathBuf::from("/var/log/skyhook/sk1")
+                ),
+                (
+                    PathBuf::from("/var/lib/skyhook/sk2"),
+                    PathBuf::from("/var/log/skyhook/sk2")
+                ),
+            ]
+        );
+        std::fs::create_dir_all(root.path().join("etc/skyhook/results")).unwrap();
+        assert_eq!(discover(&fs, legacy.0, legacy.1).len(), 3);
     }
 
     #[test]

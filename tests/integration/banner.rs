@@ -278,12 +278,13 @@ fn assert_resource_id_rejected(rid: &str, message: &str) {
 
 #[test]
 fn resource_id_without_package_and_version_is_rejected() {
-    for rid in ["abc", "abc_pkg", "_pkg_1.0", "a__1.0", "a_pkg_", ""] {
+    for rid in ["abc", "abc_pkg", "_pkg_1.0", "a__1.0", "a_pkg_"] {
         assert_resource_id_rejected(
             rid,
             &format!("resource ID \"{rid}\" must end in _PACKAGE_VERSION"),
         );
     }
+    assert_resource_id_rejected("", "SKYHOOK_RESOURCE_ID is not set: expected <prefix>_");
 }
 
 #[test]

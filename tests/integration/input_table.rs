@@ -263,7 +263,7 @@ static CASES: &[Case] = &[
     Case {
         name: "resource ID: unset",
         env: &[("SKYHOOK_RESOURCE_ID", None)],
-        message: r#"resource ID "" must end in _PACKAGE_VERSION"#,
+        message: "SKYHOOK_RESOURCE_ID is not set: expected <prefix>_<package>_<version>, e.g. sk1-uid_pkg_1.0.0",
         ..ENV
     },
     Case {
@@ -439,7 +439,7 @@ static CASES: &[Case] = &[
             Some(Val::Text("{OUTSIDE}/no-such-package")),
         )],
         setup: nothing,
-        message: "/no-such-package\" does not exist",
+        message: "/no-such-package\" to copy it from does not exist either",
         ..STAGE
     },
     // -----------------------------------------------------------------------------------------

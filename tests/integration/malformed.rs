@@ -400,10 +400,10 @@ fn malformed_resource_ids() {
         case(
             "SKYHOOK_RESOURCE_ID unset",
             1,
-            "resource ID \"\" must end in _PACKAGE_VERSION",
+            "SKYHOOK_RESOURCE_ID is not set: expected <prefix>_<package>_<version>, e.g. sk1-uid_pkg_1.0.0",
             |h: &FakeHost| apply(h).env_remove("SKYHOOK_RESOURCE_ID"),
         ),
-        rid_case(v(""), shape),
+        rid_case(v(""), "SKYHOOK_RESOURCE_ID is not set"),
         rid_case(v("abc"), shape),
         rid_case(v("abc_1.0.0"), shape),
         rid_case(v("_pkg_1.0.0"), shape),

@@ -181,7 +181,10 @@ fn missing_data_dir_fails() {
     let run = host.run("apply", &[("SKYHOOK_DATA_DIR", missing.to_str().unwrap())]);
     run.assert_code(1);
     run.assert_stderr_contains(&format!(
-        "package data directory \"{}\" does not exist",
+        "package directory {}/{PKG_DIR} (ROOT_MOUNT + COPY_DIR) does not exist, and \
+         SKYHOOK_DATA_DIR \"{}\" to copy it from does not exist either: check ROOT_MOUNT and \
+         COPY_DIR, or set SKYHOOK_DATA_DIR to the package's directory in this container",
+        host.root_str(),
         missing.display()
     ));
     before.assert_unchanged(&host.snapshot(), "missing data dir");

@@ -397,11 +397,12 @@ fn plan_reports_a_corrupt_history_and_leaves_it_in_place() {
     );
     assert!(run.out().contains("corrupt"), "{run:?}");
     before.assert_unchanged(&host.snapshot(), "plan");
-    // status reads the same file and leaves it in place too.
+    // status reads the same file and leaves it in place too; a history it cannot use is an
+    // error.
     host.agent()
         .args(["status", &host.root_str()])
         .run()
-        .assert_success()
+        .assert_code(1)
         .assert_stdout_contains("the history file is corrupt");
     before.assert_unchanged(&host.snapshot(), "status");
 }
@@ -683,7 +684,7 @@ fn status_shows_markers_checks_history_and_the_last_run() {
     run.assert_success();
     let out = run.out();
     assert!(
-        out.contains("package pkg\n  current version: 1.0.0"),
+        out.contains("package pkg: done\n  current version: 1.0.0"),
         "{run:?}"
     );
     assert!(
@@ -716,7 +717,7 @@ fn status_shows_failed_checks_and_the_error_of_the_last_run() {
     host.run("apply-check", &[("FAIL_STEPS", "s1_check.sh")])
         .assert_code(1);
     let run = host.agent().args(["status", &host.root_str()]).run();
-    run.assert_success();
+    run.assert_code(1);
     assert!(run.out().contains("  s1_check.sh FAILED"), "{run:?}");
     assert!(
         run.out()
@@ -751,7 +752,7 @@ fn status_shows_interrupt_progress_per_resource_id() {
         .run();
     run.assert_success();
     let v: Value = serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("{e}\n{run:?}"));
-    let pkg = v["packages"]
+    let pkg = v["states"][0]["packages"]
         .as_array()
         .unwrap()
         .iter()
@@ -764,24 +765,27 @@ fn status_shows_interrupt_progress_per_resource_id() {
     assert_eq!(ops[0]["pending_boot_id"], "old-boot");
     assert_eq!(ops[1]["operation"], "service_restart_0");
     assert_eq!(ops[1]["state"], "complete");
-    let other = v["packages"]
+    let other = v["states"][0]["packages"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["name"] == "other")
         .unwrap();
     assert_eq!(other["interrupts"][0]["operations"][0]["attempts"], 2);
-    assert_eq!(v["boot_id"], BOOT_ID);
+    assert_eq!(v["states"][0]["boot_id"], BOOT_ID);
 
     let text = host.agent().args(["status", &host.root_str()]).run();
     text.assert_success();
     assert!(
-        text.out().contains("node_restart_0 pending: reboot requested under boot ID old-boot; the host has rebooted since"),
+        text.out().contains(
+            "node_restart_0 pending: reboot requested in boot old-boot; the host has booted since"
+        ),
         "{text:?}"
     );
     assert!(
-        text.out()
-            .contains("the host has not restarted yet (reboots requested under this boot: 2)"),
+        text.out().contains(
+            "reboot requested in boot 11111111…, waiting for a new boot (attempts 2 of 3)"
+        ),
         "{text:?}"
     );
     before.assert_unchanged(&host.snapshot(), "status");

@@ -1,20 +1,36 @@
 //! Agent subcommands (SPEC §1.4): names that are not MODES, parsed with clap.
 
+pub mod completions;
 pub mod interrupts;
 pub mod plan;
+pub mod reset;
 pub mod status;
 pub mod validate;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use agent_core::execution::Output;
 use clap::{Parser, Subcommand};
 
 /// Names that select a subcommand instead of an operator form.
-pub const NAMES: &[&str] = &["interrupts", "validate", "plan", "status"];
+pub const NAMES: &[&str] = &[
+    "interrupts",
+    "validate",
+    "plan",
+    "status",
+    "reset",
+    "completions",
+    "man",
+];
 
 #[derive(Debug, Parser)]
-#[command(name = "agent", version = crate::version(), about = "Node agent for Skyhook/NodeWright packages")]
+#[command(
+    name = "agent",
+    version = crate::version(),
+    propagate_version = true,
+    about = "Node agent for Skyhook/NodeWright packages"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,12 +45,34 @@ enum Command {
     Validate(validate::Validate),
     /// Dry run: which steps or interrupt operations a run would run or skip, and why.
     Plan(plan::Plan),
-    /// What the agent left on a host: versions, markers, checks, interrupts, last runs.
+    /// A verdict (done, running, error, reboot-pending, not-started), then what the agent left
+    /// on a host: versions, markers, checks, interrupts, last runs, errors.
     Status(status::Status),
+    /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
+    /// --yes) remove its completion markers.
+    Reset(reset::Reset),
+    /// Shell completions for the subcommands: `agent completions bash|zsh|fish`.
+    Completions(completions::Completions),
+    /// The manual page `agent.1` (roff), on stdout.
+    Man(completions::ManPage),
+}
+
+/// The clap definition of the subcommands, for completions and the manual page.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Parse and run a subcommand; clap prints usage errors and exits 2 on bad flags.
 pub fn run(args: Vec<OsString>) -> ExitCode {
+    // `--version`/`-V` in any position prints what `agent --version` prints (SPEC §1.3).
+    if args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--version" || a == "-V")
+    {
+        Output::process().print(&format!("{}\n", crate::version()));
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse_from(std::iter::once(OsString::from("agent")).chain(args)) {
         Ok(cli) => cli,
         Err(e) => {
@@ -47,5 +85,8 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Reset(args) => reset::run(&args),
+        Command::Completions(args) => completions::completions(&args),
+        Command::Man(args) => completions::man(&args),
     }
 }

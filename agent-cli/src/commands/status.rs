@@ -1,4 +1,5 @@
-//! `agent status ROOT [--json]`: what the agent left on a host (SPEC §1.4).
+//! `agent status ROOT`: what the agent left on a host, with a verdict a script can test
+//! (SPEC §1.4).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -6,31 +7,106 @@ use std::process::ExitCode;
 
 use agent_core::execution::Output;
 use agent_core::hostfs::HostFs;
+use agent_core::locks::Holder;
 use agent_core::results::RunRecord;
 use agent_core::runtime::Runtime;
-use agent_core::status::{self, HostStatus, InterruptStatus};
+use agent_core::status::{self, HostStatus, InterruptStatus, StatusError, Verdict};
+use serde::Serialize;
+
+use super::interrupts::Format;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+The first line is the verdict: `status: done | running | error | reboot-pending | not-started`.
+Then, for each state directory, each package and interrupt resource with its own verdict, and
+last `errors:`: what failed (step, exit code, log file, results record) and state that cannot
+be read.
+
+State directory: --state-dir, else SKYHOOK_ROOT_DIR, else every directory of the operator's
+layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>) and the legacy default
+/etc/skyhook that holds state.
+
+Environment: SKYHOOK_ROOT_DIR, SKYHOOK_LOG_DIR, SKYHOOK_REBOOT_MAX_ATTEMPTS (for `attempts n of
+N`).
+
+Exit codes:
+  0  done, not-started, running or reboot-pending
+  1  error: a run failed, the loop guard will refuse a reboot, or state cannot be read
+  2  usage")]
 pub struct Status {
     /// The host root mount (`/` on the node itself, `/root` in an agent pod).
     root: PathBuf,
-    /// Print the status as one JSON document.
-    #[arg(long)]
+    /// STATE as a host path (e.g. /var/lib/skyhook/sk1), instead of SKYHOOK_ROOT_DIR or the
+    /// directories found on the host.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
     json: bool,
 }
+
+/// The whole answer, as `--format json` prints it.
+#[derive(Debug, Serialize)]
+struct Report {
+    status: Verdict,
+    errors: Vec<StatusError>,
+    states: Vec<HostStatus>,
+}
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
 
 pub fn run(args: &Status) -> ExitCode {
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
         Err(e) => {
             crate::eprint_out(&format!("agent status failed: {e}\n"));
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_FAILED);
         }
     };
     crate::init_logging(&rt);
     let fs = HostFs::new(&args.root);
-    let report = status::collect(&fs, &rt);
-    let text = if args.json {
+    let dirs = match &args.state_dir {
+        Some(dir) => match HostFs::clean(dir) {
+            Ok(dir) => vec![(dir, rt.log_dir.clone())],
+            Err(e) => {
+                eprintln!("error: --state-dir {}: {e}", dir.display());
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        None if env_set("SKYHOOK_ROOT_DIR") => vec![(rt.state_dir.clone(), rt.log_dir.clone())],
+        None => status::discover(&fs, &rt.state_dir, &rt.log_dir)
+            .into_iter()
+            .map(|(state, logs)| {
+                // SKYHOOK_LOG_DIR, when set, names LOGS for every state found.
+                let logs = if env_set("SKYHOOK_LOG_DIR") {
+                    rt.log_dir.clone()
+                } else {
+                    logs
+                };
+                (state, logs)
+            })
+            .collect(),
+    };
+    let states: Vec<HostStatus> = dirs
+        .into_iter()
+        .map(|(state_dir, log_dir)| {
+            let rt = Runtime {
+                state_dir,
+                log_dir,
+                ..rt.clone()
+            };
+            status::collect(&fs, &rt)
+        })
+        .collect();
+    let report = Report {
+        status: Verdict::combine(states.iter().map(|s| s.status)),
+        errors: states.iter().flat_map(|s| s.errors.clone()).collect(),
+        states,
+    };
+    let text = if args.json || args.format == Format::Json {
         let mut s = serde_json::to_string_pretty(&report).expect("the status serializes");
         s.push('\n');
         s
@@ -38,29 +114,60 @@ pub fn run(args: &Status) -> ExitCode {
         render(&report)
     };
     Output::process().print(&text);
-    ExitCode::SUCCESS
+    if report.status == Verdict::Error {
+        ExitCode::from(EXIT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
-fn render(r: &HostStatus) -> String {
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+fn render(report: &Report) -> String {
     let mut s = String::new();
+    let _ = writeln!(s, "status: {}", report.status.as_str());
+    for state in &report.states {
+        render_state(&mut s, state);
+    }
+    if !report.errors.is_empty() {
+        let _ = writeln!(s, "\nerrors:");
+        for e in &report.errors {
+            render_error(&mut s, e);
+        }
+    }
+    s
+}
+
+fn render_state(s: &mut String, r: &HostStatus) {
     let _ = writeln!(s, "state: {} (logs: {})", r.state_dir, r.log_dir);
     let _ = writeln!(
         s,
         "boot ID: {}",
         r.boot_id.as_deref().unwrap_or("(unreadable)")
     );
-    if r.packages.is_empty() {
+    if r.packages.is_empty() && r.other_interrupts.is_empty() {
         let _ = writeln!(s, "\nno package state found under {}", r.state_dir);
     }
     for p in &r.packages {
-        let _ = writeln!(s, "\npackage {}", p.name);
         let _ = writeln!(
             s,
-            "  current version: {}",
-            p.current_version.as_deref().unwrap_or("(none recorded)")
+            "\npackage {}: {}{}",
+            p.name,
+            p.status.as_str(),
+            held(p.lock.as_ref())
         );
-        if let Some(problem) = &p.history_problem {
-            let _ = writeln!(s, "  history: {problem}");
+        match (&p.history_problem, &p.current_version) {
+            (Some(problem), _) => {
+                let _ = writeln!(s, "  current version: unknown ({problem})");
+            }
+            (None, Some(v)) => {
+                let _ = writeln!(s, "  current version: {v}");
+            }
+            (None, None) => {
+                let _ = writeln!(s, "  current version: (none recorded)");
+            }
         }
         if !p.history.is_empty() {
             let _ = writeln!(s, "  history (newest first):");
@@ -79,7 +186,7 @@ fn render(r: &HostStatus) -> String {
             }
         }
         for i in &p.interrupts {
-            render_interrupt(&mut s, i);
+            render_interrupt(s, i);
         }
         if let Some(last) = &p.last_run {
             let _ = writeln!(s, "  last run: {} {}", last.version, run_line(last));
@@ -109,7 +216,7 @@ fn render(r: &HostStatus) -> String {
     }
     for i in &r.other_interrupts {
         let _ = writeln!(s);
-        render_interrupt(&mut s, i);
+        render_interrupt(s, i);
     }
     if !r.check_results.is_empty() {
         let _ = writeln!(
@@ -133,32 +240,90 @@ fn render(r: &HostStatus) -> String {
             r.all_checked.join(", ")
         );
     }
-    for p in &r.problems {
-        let _ = writeln!(s, "problem: {p}");
+}
+
+/// ` (lock held by pid 4711 since …, running …)` when an agent holds the lock.
+fn held(lock: Option<&Holder>) -> String {
+    let Some(h) = lock else {
+        return String::new();
+    };
+    let mut text = format!(
+        " (lock held by pid {}",
+        h.pid
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+    );
+    if let Some(started) = &h.started {
+        let _ = write!(text, " since {started}");
     }
-    s
+    if let Some(op) = &h.operation {
+        let _ = write!(text, ", running {op}");
+    }
+    text.push(')');
+    text
 }
 
 fn run_line(run: &RunRecord) -> String {
-    let ran = run
-        .operations
-        .iter()
-        .filter(|o| o.decision == "ran")
-        .count();
-    let skipped = run.operations.len() - ran;
+    let count = |decision: &str| {
+        run.operations
+            .iter()
+            .filter(|o| o.decision == decision)
+            .count()
+    };
+    let what = if run.mode == agent_core::status::RESET_MODE {
+        format!("{} removed", count("removed"))
+    } else {
+        let ran = count("ran");
+        format!("{ran} ran, {} skipped", run.operations.len() - ran)
+    };
     format!(
-        "{}: exit {} at {} ({ran} ran, {skipped} skipped; agent {})",
+        "{}: exit {} at {} ({what}; agent {})",
         run.mode, run.exit_code, run.finished, run.agent_version
     )
 }
 
 fn render_interrupt(s: &mut String, i: &InterruptStatus) {
-    let _ = writeln!(s, "  interrupts of {}", i.resource_id);
+    let _ = writeln!(
+        s,
+        "  interrupts of {}: {}{}",
+        i.resource_id,
+        i.status.as_str(),
+        held(i.lock.as_ref())
+    );
     for op in &i.operations {
-        let _ = write!(s, "    {} {}: {}", op.operation, op.state, op.detail);
-        if let Some(n) = op.attempts.filter(|n| *n > 0) {
-            let _ = write!(s, " (reboots requested under this boot: {n})");
+        let _ = writeln!(s, "    {} {}: {}", op.operation, op.state, op.detail);
+    }
+}
+
+fn render_error(s: &mut String, e: &StatusError) {
+    let mut head = String::from("  ");
+    for part in [&e.package, &e.version, &e.mode].into_iter().flatten() {
+        head.push_str(part);
+        head.push(' ');
+    }
+    let head = head.trim_end().to_owned();
+    let Some(step) = &e.step else {
+        let sep = if head.trim().is_empty() { "" } else { ": " };
+        let _ = writeln!(s, "{head}{sep}{}", e.message);
+        if let Some(record) = &e.record {
+            let _ = writeln!(s, "    record: {record}");
         }
-        s.push('\n');
+        return;
+    };
+    let outcome = match (e.exit_code, e.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "failed".to_owned(),
+    };
+    if e.mode.as_deref() == Some("interrupt") && e.exit_code.is_none() && e.signal.is_none() {
+        let _ = writeln!(s, "{head}: {step}: {}", e.message);
+    } else {
+        let _ = writeln!(s, "{head}: {step}: {outcome}");
+        let _ = writeln!(s, "    error: {}", e.message);
+    }
+    if let Some(log) = &e.log {
+        let _ = writeln!(s, "    log: {log}");
+    }
+    if let Some(record) = &e.record {
+        let _ = writeln!(s, "    record: {record}");
     }
 }

@@ -1,0 +1,291 @@
+//! `agent status` answers (SPEC §1.4): a first-line verdict (`done`, `running`, `error`,
+//! `reboot-pending`, `not-started`), exit codes a script can test (0, 1 on error or state it
+//! cannot read, 2 on usage), `errors:` naming the step, exit code, log and results record,
+//! the lock holder of a running stage, pending reboots in words, and the operator's layout
+//! found without SKYHOOK_ROOT_DIR.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{
+    BOOT_ID, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, Package, Run, STATE, Step,
+};
+
+fn off_host() -> Package {
+    Package::new()
+        .step("apply", Step::new("s1.sh").on_host(false))
+        .step("apply", Step::new("s2.sh").on_host(false))
+        .step("apply-check", Step::new("s1_check.sh").on_host(false))
+}
+
+fn status(host: &FakeHost, extra: &[&str]) -> Run {
+    host.agent()
+        .arg("status")
+        .arg(host.root_str())
+        .args(extra)
+        .run()
+}
+
+fn json(run: &Run) -> Value {
+    serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{run:?}"))
+}
+
+fn first_line(run: &Run) -> String {
+    run.out().lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn an_empty_host_is_not_started_and_exits_0() {
+    let host = FakeHost::new();
+    let before = host.snapshot();
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(
+        run.out(),
+        format!(
+            "status: not-started\nstate: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1)\n\
+             boot ID: {BOOT_ID}\n\nno package state found under /var/lib/skyhook/sk1\n"
+        )
+    );
+    let v = json(&status(&host, &["--format", "json"]));
+    assert_eq!(v["status"], "not-started");
+    assert_eq!(v["errors"], Value::Array(Vec::new()));
+    before.assert_unchanged(&host.snapshot(), "status");
+}
+
+#[test]
+fn a_completed_package_is_done_and_exits_0() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.stage("apply").assert_success();
+    host.stage("apply-check").assert_success();
+    let before = host.snapshot();
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: done");
+    assert!(run.out().contains("\npackage pkg: done\n"), "{run:?}");
+    assert!(!run.out().contains("errors:"), "{run:?}");
+    let text = status(&host, &["--json"]);
+    let long = status(&host, &["--format", "json"]);
+    assert_eq!(text.stdout, long.stdout, "--json is --format json");
+    let v = json(&long);
+    assert_eq!(v["status"], "done");
+    assert_eq!(v["states"][0]["packages"][0]["status"], "done");
+    assert_eq!(v["states"][0]["packages"][0]["lock"], Value::Null);
+    before.assert_unchanged(&host.snapshot(), "status");
+}
+
+#[test]
+fn a_failed_step_is_an_error_with_its_exit_code_log_and_record() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.run("apply", &[("FAIL_STEPS", "s2.sh")]).assert_code(1);
+    let record: Value =
+        serde_json::from_str(&host.read_string(&format!("{STATE}/results/pkg/1.0.0/apply.json")))
+            .unwrap();
+    let failed = &record["operations"][1];
+    assert_eq!(failed["exit_code"], 3, "{record:#}");
+    let step = failed["operation"].as_str().unwrap();
+    let log = failed["log"].as_str().unwrap();
+    assert!(log.starts_with("/var/log/skyhook/sk1/pkg/1.0.0/"), "{log}");
+    assert!(host.is_file(log.trim_start_matches('/')), "{log}");
+    let error = record["error"].as_str().unwrap();
+
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert_eq!(first_line(&run), "status: error");
+    assert!(run.out().contains("\npackage pkg: error\n"), "{run:?}");
+    let expected = format!(
+        "\nerrors:\n  pkg 1.0.0 apply: {step}: exit code 3\n    error: {error}\n    log: {log}\n    \
+         record: /var/lib/skyhook/sk1/results/pkg/1.0.0/apply.json\n"
+    );
+    assert!(
+        run.out().ends_with(&expected),
+        "expected the output to end with\n{expected}\n{run:?}"
+    );
+
+    let v = json(&status(&host, &["--format", "json"]));
+    assert_eq!(v["status"], "error");
+    let e = &v["errors"][0];
+    assert_eq!(e["package"], "pkg");
+    assert_eq!(e["mode"], "apply");
+    assert_eq!(e["step"], step);
+    assert_eq!(e["exit_code"], 3);
+    assert_eq!(e["log"], log);
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v:#}");
+
+    // The step runs again and succeeds: the error is gone.
+    host.stage("apply").assert_success();
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: done");
+}
+
+#[test]
+fn a_history_that_cannot_be_read_is_an_error_not_none_recorded() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.stage("apply").assert_success();
+    host.write(HISTORY, "{not json");
+    let before = host.snapshot();
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert_eq!(first_line(&run), "status: error");
+    assert!(!run.out().contains("(none recorded)"), "{run:?}");
+    run.assert_stdout_contains("  current version: unknown (the history file is corrupt: ");
+    run.assert_stdout_contains("\nerrors:\n  pkg: history: the history file is corrupt: ");
+    before.assert_unchanged(&host.snapshot(), "status");
+
+    // Not a file at all: the read fails, and says why.
+    std::fs::remove_file(host.path(HISTORY)).unwrap();
+    host.mkdir(HISTORY);
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert!(!run.out().contains("(none recorded)"), "{run:?}");
+    run.assert_stdout_contains("current version: unknown (the history file cannot be read: ");
+}
+
+#[test]
+fn an_unreadable_interrupt_marker_is_an_error_not_a_promise_to_redo_it() {
+    let host = FakeHost::new();
+    host.mkdir(&format!("{INTERRUPT_FLAGS}/node_restart_0.complete"));
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert_eq!(first_line(&run), "status: error");
+    assert!(
+        !run.out().contains("the next run does the operation again"),
+        "{run:?}"
+    );
+    run.assert_stdout_contains(
+        "  interrupts of abc_pkg_1.0.0: error\n    node_restart_0 unreadable: the completion \
+         marker cannot be read: ",
+    );
+    run.assert_stdout_contains("\nerrors:\n  abc_pkg_1.0.0 interrupt: node_restart_0: ");
+}
+
+#[test]
+fn a_pending_reboot_reads_in_words_with_its_attempts() {
+    let host = FakeHost::new();
+    host.write(
+        &format!("{INTERRUPT_FLAGS}/node_restart_0.pending"),
+        format!("boot-id:{BOOT_ID}\n"),
+    );
+    host.write(
+        &format!("{INTERRUPT_FLAGS}/node_restart_0.attempts"),
+        format!("boot-id:{BOOT_ID}\nattempts:1\n"),
+    );
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: reboot-pending");
+    run.assert_stdout_contains(
+        "\npackage pkg: reboot-pending\n  current version: (none recorded)\n  interrupts of \
+         abc_pkg_1.0.0: reboot-pending\n    node_restart_0 pending: reboot requested in boot \
+         11111111…, waiting for a new boot (attempts 1 of 3)\n",
+    );
+    let v = json(&status(&host, &["--format", "json"]));
+    let op = &v["states"][0]["packages"][0]["interrupts"][0]["operations"][0];
+    assert_eq!(op["pending_boot_id"], BOOT_ID, "the full boot ID in JSON");
+    assert_eq!(op["attempts"], 1);
+    assert_eq!(v["states"][0]["reboot_max_attempts"], 3);
+
+    // The loop guard's limit reached: the next run refuses, so this is an error.
+    host.write(
+        &format!("{INTERRUPT_FLAGS}/node_restart_0.attempts"),
+        format!("boot-id:{BOOT_ID}\nattempts:3\n"),
+    );
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert_eq!(first_line(&run), "status: error");
+    run.assert_stdout_contains(
+        "    node_restart_0 pending: reboot requested in boot 11111111…, waiting for a new boot \
+         (attempts 3 of 3): the loop guard refuses another reboot in this boot\n",
+    );
+    // A higher limit leaves room for another attempt.
+    let run = host
+        .agent()
+        .env("SKYHOOK_REBOOT_MAX_ATTEMPTS", "5")
+        .args(["status", &host.root_str()])
+        .run();
+    run.assert_success();
+    run.assert_stdout_contains("(attempts 3 of 5)\n");
+
+    // Booted since: the next run marks it complete.
+    host.write(
+        &format!("{INTERRUPT_FLAGS}/node_restart_0.pending"),
+        "boot-id:3f9c2d1e-0000-4000-8000-000000000000\n",
+    );
+    let run = status(&host, &[]);
+    run.assert_success();
+    run.assert_stdout_contains(
+        "    node_restart_0 pending: reboot requested in boot 3f9c2d1e…; the host has booted \
+         since (now boot 11111111…): the next interrupt run marks it complete\n",
+    );
+}
+
+#[test]
+fn a_running_stage_shows_the_lock_holder() {
+    let host = FakeHost::new();
+    let slow = "#!/bin/sh\ntouch \"@TMP@/pkg.started\"\nsleep 3\n";
+    host.install(
+        &Package::new()
+            .step("apply", Step::new("s1.sh").on_host(false).script(slow))
+            .step("apply-check", Step::new("s1_check.sh").on_host(false)),
+    );
+    let agent = host
+        .agent()
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .spawn();
+    let pid = agent.pid();
+    host.wait_for("var/tmp/pkg.started", Duration::from_secs(20));
+    let run = status(&host, &[]);
+    let finished = agent.wait();
+    finished.assert_success();
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: running", "{run:?}");
+    run.assert_stdout_contains(&format!(
+        "\npackage pkg: running (lock held by pid {pid} since 20"
+    ));
+    // Once the stage is over the lock is free.
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: done");
+}
+
+#[test]
+fn without_skyhook_root_dir_it_finds_the_operators_layout() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.stage("apply").assert_success();
+    let run = host
+        .agent()
+        .env_remove("SKYHOOK_ROOT_DIR")
+        .env_remove("SKYHOOK_LOG_DIR")
+        .args(["status", &host.root_str()])
+        .run();
+    run.assert_success();
+    assert_eq!(
+        run.out().lines().take(2).collect::<Vec<_>>(),
+        [
+            "status: done",
+            "state: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1)"
+        ],
+        "{run:?}"
+    );
+    run.assert_stdout_contains("\npackage pkg: done\n");
+
+    // --state-dir overrides both the environment and the search.
+    let run = status(&host, &["--state-dir", "/elsewhere"]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: not-started");
+    run.assert_stdout_contains("no package state found under /elsewhere");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let host = FakeHost::new();
+    host.agent().args(["status"]).run().assert_code(2);
+    status(&host, &["--format", "yaml"]).assert_code(2);
+    status(&host, &["--json", "--format", "text"]).assert_code(2);
+    status(&host, &["--state-dir", "/.."]).assert_code(2);
+}
