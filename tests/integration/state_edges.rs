@@ -202,7 +202,7 @@ fn plan_fails_exactly_as_the_run_on_a_bad_resource_id_or_copy_dir() {
         (
             None,
             COPY_DIR,
-            r#"resource ID "" must end in _PACKAGE_VERSION"#,
+            "SKYHOOK_RESOURCE_ID is not set: expected <prefix>_<package>_<version>",
         ),
         (
             Some("bad"),
