@@ -365,23 +365,8 @@ impl HostFs {
     /// Names of the entries of a directory (empty if it does not exist), sorted. Names that
     /// are not UTF-8 are left out: nothing the agent writes has one.
     pub fn list_dir(&self, host_path: &Path) -> Result<Vec<String>, HostFsError> {
-        let dir_path = Self::clean(host_path)?;
-        let Some(dir) = self.walk_existing(&dir_path)? else {
-            return Ok(Vec::new());
-        };
-        let mut stream =
-            nix::dir::Dir::from_fd(dir).map_err(|errno| io_error("listing", &dir_path, errno))?;
         let mut names = Vec::new();
-        for entry in stream.iter() {
-            let entry = entry.map_err(|errno| io_error("listing", &dir_path, errno))?;
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            if let Ok(name) = std::str::from_utf8(name) {
-                names.push(name.to_owned());
-            }
-        }
+        self.visit_dir(host_path, |name| names.push(name.to_owned()))?;
         names.sort();
         Ok(names)
     }
