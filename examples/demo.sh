@@ -3,15 +3,19 @@
 # the agent on this machine: no root, no cluster, nothing written outside one
 # temporary sandbox directory.
 #
-#   examples/demo.sh            build the agent, run apply, apply-check,
-#                               upgrade, upgrade-check; keep the sandbox
+#   examples/demo.sh            build the agent, then: plan, apply, apply-check,
+#                               an upgrade to 1.2.0 (plan, upgrade,
+#                               upgrade-check) and status; keep the sandbox
 #   examples/demo.sh --clean    same, then remove the sandbox
 #   AGENT=/path/to/agent examples/demo.sh    use that binary, skip the build
 #
 # The agent runs with ROOT "/" (no chroot), its state and logs in the sandbox,
 # and the package installs its files under $SANDBOX/host (GPU_TUNING_TARGET).
+# Version 1.2.0 is the bundled 1.1.0 with its package_version raised.
 # GPU_TUNING_PROFILE (training, inference or balanced; default training)
-# selects the tuning profile.
+# selects the tuning profile. DEMO_ROOT=/path runs it against that directory
+# as the host root instead of "/" (a fake host root with a POSIX sh; the
+# agent then chroots into it, which needs root).
 set -euo pipefail
 
 usage() {
@@ -37,18 +41,18 @@ done
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg_src=$repo_root/examples/packages/gpu-node-tuning
-pkg_name=gpu-node-tuning
-pkg_version=$(sed -n 's/^[[:space:]]*"package_version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' \
+pkg=gpu-node-tuning
+v1=$(sed -n 's/^[[:space:]]*"package_version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' \
     "$pkg_src/config.json")
-if [[ -z $pkg_version ]]; then
-    echo "demo: cannot read package_version from $pkg_src/config.json" >&2
+v2=1.2.0
+if [[ $v1 != 1.1.0 ]]; then
+    echo "demo: expected package_version 1.1.0 in $pkg_src/config.json, got '$v1'" >&2
     exit 1
 fi
 
 # --- the agent binary ---------------------------------------------------------
 if [[ -n ${AGENT:-} ]]; then
     agent=$AGENT
-    echo "==> using AGENT=$agent"
 else
     echo "==> building the agent (cargo build --bin agent)"
     (cd "$repo_root" && cargo build --quiet --bin agent)
@@ -63,122 +67,98 @@ fi
 
 # --- the sandbox --------------------------------------------------------------
 # Resolved with pwd -P: the agent refuses state paths that go through symlinks.
-sandbox=$(mktemp -d "${TMPDIR:-/tmp}/agent-demo.XXXXXX")
-sandbox=$(cd "$sandbox" && pwd -P)
-copy_dir=$sandbox/packages/$pkg_name-$pkg_version
-mkdir -p "$sandbox/packages" "$sandbox/host"
-cp -R "$pkg_src" "$copy_dir"
-rm -rf "$copy_dir/root_dir"
-
-echo "==> sandbox: $sandbox"
-echo "    package staged in $copy_dir"
-echo "    note: root_dir/ removed from the staged copy: with ROOT=/ the agent would overlay it onto" \
-    "this machine's real /etc (the overlay is covered by the integration tests, in a fake host root)"
-
-agent_env=(
-    "SKYHOOK_RESOURCE_ID=demo-uid-1_${pkg_name}_${pkg_version}"
-    "SKYHOOK_ROOT_DIR=$sandbox/state"
-    "SKYHOOK_LOG_DIR=$sandbox/logs"
-    "COPY_RESOLV=false"
-    "GPU_TUNING_TARGET=$sandbox/host"
-    "GPU_TUNING_PROFILE=${GPU_TUNING_PROFILE:-training}"
-)
-echo "    environment:"
-printf '      %s\n' "${agent_env[@]}"
-
-run_agent() {
-    local mode=$1 rc=0
-    echo
-    echo "==> agent $mode / $copy_dir"
-    env "${agent_env[@]}" "$agent" "$mode" / "$copy_dir" || rc=$?
-    if [[ $mode == *-check && -f $sandbox/state/flags/check_results ]]; then
-        echo
-        echo "--> check results ($sandbox/state/flags/check_results; True = that check failed):"
-        sed 's/^/      /' "$sandbox/state/flags/check_results"
-        echo
-    fi
-    if ((rc != 0)); then
-        echo >&2
-        echo "demo: 'agent $mode' failed with exit code $rc; stopping." >&2
-        echo "demo: the sandbox is kept for inspection: $sandbox (logs in $sandbox/logs)" >&2
-        echo "demo: remove it with: rm -rf '$sandbox'" >&2
-        exit 1
-    fi
-}
-
-run_agent apply
-run_agent apply-check
-run_agent upgrade
-run_agent upgrade-check
-
-# --- where things are ---------------------------------------------------------
-state=$sandbox/state
-flags=$state/flags/$pkg_name/$pkg_version
-history=$state/history/$pkg_name.json
-logs=$sandbox/logs/$pkg_name/$pkg_version
-
-list_files() {
-    if [[ -d $1 ]]; then
-        (cd "$1" && find . -type f | sed 's|^\./|      |' | LC_ALL=C sort)
-    else
-        echo "      (none)"
-    fi
-}
-
-echo
-echo "==> done: everything is under $sandbox"
-echo
-echo "completion markers: $flags/"
-list_files "$flags"
-echo
-echo "version history: $history"
-if [[ -f $history ]]; then
-    sed 's/^/      /' "$history"
-    echo
+root=/
+prefix=
+if [[ -n ${DEMO_ROOT:-} ]]; then
+    root=$(cd "$DEMO_ROOT" && pwd -P)
+    prefix=$root
+    mkdir -p "$root/tmp"
+    sandbox=$(mktemp -d "$root/tmp/agent-demo.XXXXXX")
 else
-    echo "      (none)"
+    sandbox=$(mktemp -d "${TMPDIR:-/tmp}/agent-demo.XXXXXX")
 fi
-echo
-echo "check results (last check stage): $state/flags/check_results"
-if [[ -f $state/flags/check_results ]]; then
-    sed 's/^/      /' "$state/flags/check_results"
-    echo
-fi
-echo "stages whose checks all passed:"
-for f in "$state"/flags/*_ALL_CHECKED; do
-    if [[ -e $f ]]; then
-        echo "      $f"
+sandbox=$(cd "$sandbox" && pwd -P)
+# What the agent and the steps see: the sandbox as a host path under ROOT.
+hsandbox=${sandbox#"$prefix"}
+mkdir -p "$sandbox/packages" "$sandbox/host"
+
+# Stage one version of the package. root_dir/ is left out: with ROOT "/" the
+# agent would overlay it onto this machine's real /etc (the overlay is covered
+# by the integration tests, in a fake host root).
+stage_package() {
+    local version=$1 dir=$sandbox/packages/$pkg-$1
+    cp -R "$pkg_src" "$dir"
+    rm -rf "$dir/root_dir"
+    sed -i "s/\"package_version\": \"$v1\"/\"package_version\": \"$version\"/" "$dir/config.json"
+}
+stage_package "$v1"
+stage_package "$v2"
+
+echo "==> agent $("$agent" --version), sandbox $sandbox"
+echo "    ROOT $root; state, logs and installed files (GPU_TUNING_TARGET) in the sandbox"
+
+agent_env() {
+    env "SKYHOOK_RESOURCE_ID=demo-uid-1_${pkg}_$1" \
+        "SKYHOOK_ROOT_DIR=$hsandbox/state" \
+        "SKYHOOK_LOG_DIR=$hsandbox/logs" \
+        "COPY_RESOLV=false" \
+        "GPU_TUNING_TARGET=$hsandbox/host" \
+        "GPU_TUNING_PROFILE=${GPU_TUNING_PROFILE:-training}" \
+        "${@:2}"
+}
+
+failed() {
+    echo >&2
+    echo "demo: '$1' failed with exit code $2; stopping." >&2
+    echo "demo: the sandbox is kept for inspection: $sandbox (logs in $sandbox/logs)" >&2
+    exit 1
+}
+
+# `agent plan`, its step lines and summary (the full plan also shows each step's
+# header, arguments, environment and the files the run would write).
+plan() {
+    local mode=$1 version=$2 rc=0 out
+    echo "==> agent plan $mode $root $hsandbox/packages/$pkg-$version   (excerpt)"
+    out=$(agent_env "$version" "$agent" plan "$mode" "$root" "$hsandbox/packages/$pkg-$version") || rc=$?
+    ((rc == 0)) || failed "agent plan $mode" "$rc"
+    grep -E '^(plan:|versions:|  (run|skip|fail|not-reached) |summary:)' <<<"$out"
+}
+
+# A stage run (stdout and stderr). The first is shown whole; later ones without
+# the legacy banner and the steps' own output (it is in the step logs).
+banner_shown=false
+run() {
+    local mode=$1 version=$2 rc=0 out
+    out=$(agent_env "$version" "$agent" "$mode" "$root" "$hsandbox/packages/$pkg-$version" 2>&1) || rc=$?
+    if $banner_shown; then
+        echo "==> agent $mode $root $hsandbox/packages/$pkg-$version   (banner, step output left out)"
+        # The banner is the block from its first dashed line to the next.
+        awk 'NR == 1 && /^-+$/ { skip = 1; next } skip && /^-+$/ { skip = 0; next } !skip && !/^\[/' <<<"$out"
+    else
+        echo "==> agent $mode $root $hsandbox/packages/$pkg-$version"
+        printf '%s\n' "$out"
+        banner_shown=true
     fi
-done
-if [[ -d $state/results/$pkg_name/$pkg_version ]]; then
-    echo
-    echo "results records: $state/results/$pkg_name/$pkg_version/"
-    list_files "$state/results/$pkg_name/$pkg_version"
-fi
-echo
-echo "step logs: $logs/"
-list_files "$logs"
-echo
-echo "files installed by the package under $sandbox/host:"
-if [[ -d $sandbox/host ]]; then
-    while IFS= read -r f; do
-        echo "    -- ${f#"$sandbox/host"}"
-        sed 's/^/       | /' "$f"
-    done < <(find "$sandbox/host" -type f | LC_ALL=C sort)
-fi
-if ! $clean; then
-    echo
-    echo "try next (same environment):"
-    printf '    env'
-    printf ' %q' "${agent_env[@]}"
-    printf ' \\\n      %q config / %q\n' "$agent" "$copy_dir"
-fi
+    ((rc == 0)) || failed "agent $mode" "$rc"
+}
+
+plan apply "$v1"
+run apply "$v1"
+run apply-check "$v1"
+plan upgrade "$v2"
+run upgrade "$v2"
+run upgrade-check "$v2"
+
+echo "==> agent status $root   (excerpt: verdict, history, checks)"
+rc=0
+out=$(agent_env "$v2" "$agent" status "$root") || rc=$?
+((rc == 0)) || failed "agent status" "$rc"
+# Up to the first per-version section, and the check stages that passed.
+awk '/^  version / { cut = 1 } !cut || /^check stages whose checks all passed/' <<<"$out"
 
 if $clean; then
     rm -rf "$sandbox"
-    echo
     echo "==> removed the sandbox (--clean)"
 else
-    echo
-    echo "==> the sandbox is kept; remove it with: rm -rf '$sandbox'"
+    echo "==> kept the sandbox; remove it with: rm -rf '$sandbox'"
 fi

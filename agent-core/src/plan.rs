@@ -82,9 +82,74 @@ pub struct StagePlan {
     pub warnings: Vec<Finding>,
     pub steps: Vec<PlannedStep>,
     /// Host paths the run would create, replace or remove.
-    pub writes: Vec<String>,
+    pub writes: Vec<PlannedWrite>,
     /// Why the run would fail regardless of what its steps do.
     pub failure: Option<String>,
+}
+
+/// One host path a run would create, replace or remove.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedWrite {
+    pub path: String,
+    pub kind: WriteKind,
+    /// When the run writes it (`None`: always), or what it is.
+    pub condition: Option<String>,
+    /// For a `root_dir` overlay file: the file in the package it would be copied from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Why an overlay file could not be compared with the host's (kind `unknown`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What a planned write is. Overlay files are compared with what is under ROOT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteKind {
+    /// An overlay file with nothing at its host path.
+    New,
+    /// An overlay file whose host file has other content or permission bits.
+    Changed,
+    /// An overlay file whose host file already has this content and these bits.
+    Unchanged,
+    /// An overlay file whose host path could not be read (a link, a directory, an I/O error).
+    Unknown,
+    /// `/etc/resolv.conf` (COPY_RESOLV).
+    ResolvConf,
+    /// The package directory, copied from SKYHOOK_DATA_DIR.
+    PackageData,
+    /// Agent state: markers, history, results, check records.
+    State,
+    Lock,
+    Log,
+}
+
+impl WriteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Changed => "changed",
+            Self::Unchanged => "unchanged",
+            Self::Unknown => "unknown",
+            Self::ResolvConf => "resolv-conf",
+            Self::PackageData => "package-data",
+            Self::State => "state",
+            Self::Lock => "lock",
+            Self::Log => "log",
+        }
+    }
+}
+
+impl PlannedWrite {
+    fn new(path: impl Into<String>, kind: WriteKind, condition: Option<&str>) -> Self {
+        Self {
+            path: path.into(),
+            kind,
+            condition: condition.map(str::to_owned),
+            source: None,
+            note: None,
+        }
+    }
 }
 
 /// What the run would do with one step.
@@ -122,7 +187,7 @@ pub struct InterruptPlan {
     pub boot_id: Option<String>,
     pub operations: Vec<PlannedOperation>,
     /// Host paths the run would create or replace.
-    pub writes: Vec<String>,
+    pub writes: Vec<PlannedWrite>,
     /// Why the run would fail (an operation that would fail, or the kind's own error).
     pub failure: Option<String>,
 }
@@ -140,7 +205,11 @@ pub fn plan_stage(
     let mut notes = Vec::new();
     let mut writes = Vec::new();
     if rt.copy_resolv {
-        writes.push("/etc/resolv.conf (COPY_RESOLV)".to_owned());
+        writes.push(PlannedWrite::new(
+            "/etc/resolv.conf",
+            WriteKind::ResolvConf,
+            Some("COPY_RESOLV"),
+        ));
     }
     let resolv_failure = resolv_failure(root, rt);
 
@@ -166,7 +235,11 @@ pub fn plan_stage(
                 copy_dir.display(),
                 rt.data_dir.display()
             ));
-            writes.push(format!("{} (package data)", copy_dir.display()));
+            writes.push(PlannedWrite::new(
+                display(copy_dir),
+                WriteKind::PackageData,
+                Some("copied from SKYHOOK_DATA_DIR"),
+            ));
             rt.data_dir.clone()
         }
     };
@@ -190,21 +263,26 @@ pub fn plan_stage(
         if overlay.is_dir() {
             let mut files = Vec::new();
             overlay_files(&overlay, Path::new("/"), &mut files);
-            for f in files {
-                writes.push(format!("{} (root_dir overlay)", f.display()));
+            for (host_path, source) in files {
+                writes.push(overlay_write(fs, &host_path, &source));
             }
         }
     }
 
     let flags = rt.flags_dir();
     let flags_dir = rt.package_flags_dir(&config.package_name, &config.package_version);
-    writes.push(display(&flags.join("START")));
-    writes.push(format!(
-        "{} (lock)",
+    writes.push(PlannedWrite::new(
+        display(&flags.join("START")),
+        WriteKind::State,
+        None,
+    ));
+    writes.push(PlannedWrite::new(
         display(&crate::locks::package_lock_path(
             &rt.state_dir,
-            &config.package_name
-        ))
+            &config.package_name,
+        )),
+        WriteKind::Lock,
+        None,
     ));
 
     let versions = if mode.is_upgrade() {
@@ -218,9 +296,10 @@ pub fn plan_stage(
                 crate::history::UNKNOWN_VERSION
             ));
             if history.corrupt {
-                writes.push(format!(
-                    "{}.backup (corrupt history moved aside)",
-                    file.display()
+                writes.push(PlannedWrite::new(
+                    format!("{}.backup", file.display()),
+                    WriteKind::State,
+                    Some("corrupt history moved aside"),
                 ));
             }
         }
@@ -328,14 +407,19 @@ pub fn plan_stage(
                 .iter()
                 .chain(std::iter::once(&markers.native))
             {
-                writes.push(format!("{} (if the step succeeds)", display(marker)));
+                writes.push(PlannedWrite::new(
+                    display(marker),
+                    WriteKind::State,
+                    Some("if the step succeeds"),
+                ));
             }
         }
         if action == PlannedAction::Run && rt.write_logs {
             let log_dir = rt.package_log_dir(&config.package_name, &config.package_version);
-            writes.push(format!(
-                "{}-<timestamp>.log",
-                display(&log_dir.join(&step.path))
+            writes.push(PlannedWrite::new(
+                format!("{}-<timestamp>.log", display(&log_dir.join(&step.path))),
+                WriteKind::Log,
+                None,
             ));
         }
         planned.push(PlannedStep {
@@ -360,35 +444,46 @@ pub fn plan_stage(
     }
 
     if mode.is_check() {
-        writes.push(format!(
-            "{} (removed if stale, written if every check passes)",
-            display(&flags.join(format!("{mode}_ALL_CHECKED")))
+        writes.push(PlannedWrite::new(
+            display(&flags.join(format!("{mode}_ALL_CHECKED"))),
+            WriteKind::State,
+            Some("removed if stale, written if every check passes"),
         ));
         if !steps.is_empty() {
-            writes.push(display(&flags.join("check_results")));
+            writes.push(PlannedWrite::new(
+                display(&flags.join("check_results")),
+                WriteKind::State,
+                None,
+            ));
         }
         if matches!(
             mode,
             Mode::ApplyCheck | Mode::UpgradeCheck | Mode::UninstallCheck
         ) {
-            writes.push(format!(
-                "{} (if every check passes)",
-                display(&rt.history_file(&config.package_name))
+            writes.push(PlannedWrite::new(
+                display(&rt.history_file(&config.package_name)),
+                WriteKind::State,
+                Some("if every check passes"),
             ));
         }
         if mode == Mode::UninstallCheck {
-            writes.push(format!(
-                "{} (every step marker removed if every check passes)",
-                display(&flags_dir)
+            writes.push(PlannedWrite::new(
+                display(&flags_dir),
+                WriteKind::State,
+                Some("every step marker removed if every check passes"),
             ));
         }
     }
-    writes.push(display(&results::path(
-        &rt.state_dir,
-        &config.package_name,
-        &config.package_version,
-        mode.as_str(),
-    )));
+    writes.push(PlannedWrite::new(
+        display(&results::path(
+            &rt.state_dir,
+            &config.package_name,
+            &config.package_version,
+            mode.as_str(),
+        )),
+        WriteKind::State,
+        None,
+    ));
 
     Ok(StagePlan {
         mode: mode.to_string(),
@@ -461,44 +556,59 @@ pub async fn plan_interrupt(
     let mut writes = Vec::new();
     let mut logged = false;
     for op in &operations {
-        let name = |suffix: &str| display(&markers_dir.join(format!("{}.{suffix}", op.operation)));
+        let marker = |suffix: &str, condition: Option<&str>| {
+            PlannedWrite::new(
+                display(&markers_dir.join(format!("{}.{suffix}", op.operation))),
+                WriteKind::State,
+                condition,
+            )
+        };
         match (op.action, op.policy) {
             (PlannedAction::Run, Some(crate::CompletionPolicy::AfterReboot)) => {
-                writes.push(format!("{} (once the command started)", name("attempts")));
-                writes.push(format!("{} (before the command)", name("pending")));
+                writes.push(marker("attempts", Some("once the command started")));
+                writes.push(marker("pending", Some("before the command")));
                 logged = true;
             }
             (PlannedAction::Run, _) => {
-                writes.push(format!("{} (if the command succeeds)", name("complete")));
+                writes.push(marker("complete", Some("if the command succeeds")));
                 logged = true;
             }
             (PlannedAction::Skip, _) if op.reason.starts_with("complete after reboot") => {
-                writes.push(format!("{} (renamed from .pending)", name("complete")));
+                writes.push(marker("complete", Some("renamed from .pending")));
             }
-            (PlannedAction::Record, _) => writes.push(name("complete")),
+            (PlannedAction::Record, _) => writes.push(marker("complete", None)),
             _ => {}
         }
     }
     if logged && rt.write_logs {
-        writes.push(format!(
-            "{}-<timestamp>.log",
-            display(
-                &rt.package_log_dir(&rid.package, &rid.version)
-                    .join("interrupts")
-                    .join(interrupt.type_name())
-            )
+        writes.push(PlannedWrite::new(
+            format!(
+                "{}-<timestamp>.log",
+                display(
+                    &rt.package_log_dir(&rid.package, &rid.version)
+                        .join("interrupts")
+                        .join(interrupt.type_name())
+                )
+            ),
+            WriteKind::Log,
+            None,
         ));
     }
-    writes.push(format!(
-        "{} (lock)",
-        display(&crate::locks::interrupt_lock_path(&rt.state_dir, &rid.id))
+    writes.push(PlannedWrite::new(
+        display(&crate::locks::interrupt_lock_path(&rt.state_dir, &rid.id)),
+        WriteKind::Lock,
+        None,
     ));
-    writes.push(display(&results::path(
-        &rt.state_dir,
-        &rid.package,
-        &rid.version,
-        "interrupt",
-    )));
+    writes.push(PlannedWrite::new(
+        display(&results::path(
+            &rt.state_dir,
+            &rid.package,
+            &rid.version,
+            "interrupt",
+        )),
+        WriteKind::State,
+        None,
+    ));
 
     Ok(InterruptPlan {
         type_name: interrupt.type_name().to_owned(),
@@ -548,8 +658,8 @@ fn missing_exec_bits(file: &Path) -> Option<u32> {
     (mode & 0o111 != 0o111).then_some(mode)
 }
 
-/// Host paths of the files a `root_dir` overlay would write, sorted.
-fn overlay_files(dir: &Path, host: &Path, out: &mut Vec<PathBuf>) {
+/// The files a `root_dir` overlay would write, sorted: (host path, file in the package).
+fn overlay_files(dir: &Path, host: &Path, out: &mut Vec<(PathBuf, PathBuf)>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -561,7 +671,111 @@ fn overlay_files(dir: &Path, host: &Path, out: &mut Vec<PathBuf>) {
         if path.is_dir() {
             overlay_files(&path, &host_path, out);
         } else {
-            out.push(host_path);
+            out.push((host_path, path));
         }
     }
+}
+
+/// Compare one overlay file with what is at its host path, through the rooted reads (a link
+/// anywhere below ROOT is reported, never followed).
+fn overlay_write(fs: &HostFs, host_path: &Path, source: &Path) -> PlannedWrite {
+    let mut write = PlannedWrite::new(
+        display(host_path),
+        WriteKind::Unknown,
+        Some("root_dir overlay"),
+    );
+    write.source = Some(display(source));
+    let wanted = match std::fs::read(source) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            write.note = Some(format!("reading {}: {e}", source.display()));
+            return write;
+        }
+    };
+    match fs.read(host_path) {
+        Ok(None) => write.kind = WriteKind::New,
+        Ok(Some(current)) => {
+            // The run copies the permission bits without the special ones. The read above
+            // refused links, so the host path's metadata is that of the file read.
+            let bits = |p: &Path| {
+                std::fs::symlink_metadata(p)
+                    .ok()
+                    .map(|m| m.permissions().mode() & 0o777)
+            };
+            let host_bits = fs.resolve(host_path).ok().and_then(|p| bits(&p));
+            let same_bits = bits(source) == host_bits;
+            write.kind = if current == wanted && same_bits {
+                WriteKind::Unchanged
+            } else {
+                WriteKind::Changed
+            };
+            if current == wanted && !same_bits {
+                write.note = Some("same content, other permission bits".to_owned());
+            }
+        }
+        Err(e) => write.note = Some(crate::errors::Chain(&e).to_string()),
+    }
+    write
+}
+
+/// What `--diff` shows for one changed overlay file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OverlayDiff {
+    /// A unified diff, host file first.
+    Text(String),
+    /// Not diffed: why (binary, too large, unreadable).
+    NotShown(String),
+}
+
+/// Files larger than this are not diffed.
+pub const DIFF_MAX_BYTES: usize = 1024 * 1024;
+
+/// The unified diff between the host file and the overlay file of a `changed` write.
+pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
+    if write.kind != WriteKind::Changed {
+        return None;
+    }
+    let source = write.source.as_deref()?;
+    let new = match std::fs::read(source) {
+        Ok(b) => b,
+        Err(e) => return Some(OverlayDiff::NotShown(format!("reading {source}: {e}"))),
+    };
+    let old = match fs.read(Path::new(&write.path)) {
+        Ok(b) => b.unwrap_or_default(),
+        Err(e) => {
+            return Some(OverlayDiff::NotShown(crate::errors::Chain(&e).to_string()));
+        }
+    };
+    if old.len().max(new.len()) > DIFF_MAX_BYTES {
+        return Some(OverlayDiff::NotShown(format!(
+            "large file ({} bytes on the host, {} in root_dir), not diffed",
+            old.len(),
+            new.len()
+        )));
+    }
+    let text = |b: &[u8]| {
+        (!b.contains(&0))
+            .then(|| std::str::from_utf8(b).ok())
+            .flatten()
+            .map(str::to_owned)
+    };
+    let (Some(old), Some(new)) = (text(&old), text(&new)) else {
+        return Some(OverlayDiff::NotShown("binary file, not diffed".to_owned()));
+    };
+    if old == new {
+        return Some(OverlayDiff::NotShown(
+            "same content, only the permission bits change".to_owned(),
+        ));
+    }
+    let diff = similar::TextDiff::from_lines(&old, &new);
+    Some(OverlayDiff::Text(
+        diff.unified_diff()
+            .context_radius(3)
+            .header(
+                &format!("{} (host)", write.path),
+                &format!("{} (root_dir)", write.path),
+            )
+            .missing_newline_hint(true)
+            .to_string(),
+    ))
 }

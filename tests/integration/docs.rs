@@ -571,3 +571,95 @@ fn readme_validate_example_is_real_output() {
         .expect("the README's validate example");
     assert_eq!(run_documented(&host, &[], &cmd, "/unused"), expected);
 }
+
+// ---------------------------------------------------------------------------------------------
+// examples/demo.sh: the README's first command
+// ---------------------------------------------------------------------------------------------
+
+/// The demo as the README runs it, but against a fake host root (`DEMO_ROOT`) instead of `/`:
+/// the banner once, plans, the runs, an upgrade to 1.2.0 and a status with both versions in
+/// its history, in under 80 lines, leaving nothing behind with `--clean`.
+#[test]
+fn demo_shows_plan_runs_an_upgrade_and_status_in_under_80_lines() {
+    require_root!();
+    let host = FakeHost::new();
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("examples/demo.sh"))
+        .arg("--clean")
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("AGENT", env!("CARGO_BIN_EXE_agent"))
+        .env("DEMO_ROOT", host.root())
+        .output()
+        .expect("running examples/demo.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "demo failed: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert_eq!(stderr, "", "the demo writes its whole story on stdout");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.len() <= 80, "{} lines:\n{stdout}", lines.len());
+
+    // The sections, in order.
+    let sections: Vec<String> = lines
+        .iter()
+        .filter(|l| l.starts_with("==> "))
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            format!("==> agent {},", env!("CARGO_PKG_VERSION")).as_str(),
+            "==> agent plan",
+            "==> agent apply",
+            "==> agent apply-check",
+            "==> agent plan",
+            "==> agent upgrade",
+            "==> agent upgrade-check",
+            "==> agent status",
+            "==> removed the",
+        ],
+        "{stdout}"
+    );
+    let count = |needle: &str| lines.iter().filter(|l| **l == needle).count();
+    assert_eq!(
+        count("-CLI CONFIGURATION--"),
+        1,
+        "the banner once\n{stdout}"
+    );
+    assert_eq!(count("status: done"), 1, "{stdout}");
+    assert_eq!(
+        count("versions: previous 1.1.0, current 1.2.0"),
+        1,
+        "{stdout}"
+    );
+    assert_eq!(count("summary: 2 steps to run, 0 to skip"), 2, "{stdout}");
+    assert_eq!(count("  current version: 1.2.0"), 1, "{stdout}");
+    // History, newest first: the upgrade's version above the first install's.
+    let history: Vec<&str> = lines
+        .iter()
+        .skip_while(|l| **l != "  history (newest first):")
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(history, ["1.2.0", "1.1.0"], "{stdout}");
+    assert_eq!(
+        count("check stages whose checks all passed: apply-check, upgrade-check"),
+        1,
+        "{stdout}"
+    );
+    // The steps ran for real: the migration saw both versions.
+    assert!(
+        stdout.contains("upgrade migrate.sh ['1.1.0', '1.2.0']"),
+        "{stdout}"
+    );
+    // --clean removed the sandbox, which lived under the fake root's /tmp.
+    let left: Vec<_> = std::fs::read_dir(host.path("tmp"))
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

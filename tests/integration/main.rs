@@ -47,6 +47,7 @@ mod locking;
 mod logs;
 mod malformed;
 mod messages;
+mod plan_diff;
 mod plugins;
 mod preflight;
 mod replay;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use agent_core::execution::Output;
 use agent_core::hostfs::HostFs;
 use agent_core::interrupt::Interrupt;
-use agent_core::plan::{self, InterruptPlan, PlannedAction, StagePlan};
+use agent_core::plan::{self, InterruptPlan, OverlayDiff, PlannedAction, PlannedWrite, StagePlan};
 use agent_core::preflight;
 use agent_core::pyrepr;
 use agent_core::runtime::Runtime;
@@ -35,6 +35,10 @@ pub struct Plan {
     data: Option<String>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Show a unified diff (host file, then root_dir file) for each `changed` overlay file;
+    /// binary and large files are named, not diffed. In JSON: a `diff` field on those writes.
+    #[arg(long)]
+    diff: bool,
 }
 
 fn absolute(s: &str) -> Result<PathBuf, String> {
@@ -119,11 +123,59 @@ fn stage(rt: &Runtime, mode: Mode, args: &Plan, copy_dir: &Path) -> anyhow::Resu
     let fs = HostFs::new(&args.root);
     let p = plan::plan_stage(&fs, rt, mode, copy_dir, &env())?;
     let ok = p.failure.is_none();
+    let diffs: Vec<Option<OverlayDiff>> = if args.diff {
+        p.writes
+            .iter()
+            .map(|w| plan::overlay_diff(&fs, w))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let text = match args.format {
-        Format::Json => json(&p),
-        Format::Text => render_stage(&p, &args.root),
+        Format::Json => json_with_diffs(&p, &diffs),
+        Format::Text => {
+            let mut s = render_stage(&p, &args.root);
+            render_diffs(&mut s, &p.writes, &diffs);
+            s
+        }
     };
     Ok((text, ok))
+}
+
+/// The stage plan as JSON, with a `diff` field (text, or `{"not_shown": why}`) on each
+/// changed overlay file when `--diff` was given.
+fn json_with_diffs(p: &StagePlan, diffs: &[Option<OverlayDiff>]) -> String {
+    let mut v = serde_json::to_value(p).expect("plans serialize");
+    if let Some(writes) = v
+        .get_mut("writes")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for (w, d) in writes.iter_mut().zip(diffs) {
+            match d {
+                Some(OverlayDiff::Text(t)) => w["diff"] = serde_json::json!(t),
+                Some(OverlayDiff::NotShown(why)) => {
+                    w["diff"] = serde_json::json!({ "not_shown": why });
+                }
+                None => {}
+            }
+        }
+    }
+    json(&v)
+}
+
+fn render_diffs(s: &mut String, writes: &[PlannedWrite], diffs: &[Option<OverlayDiff>]) {
+    for (w, d) in writes.iter().zip(diffs) {
+        match d {
+            Some(OverlayDiff::Text(t)) => {
+                s.push('\n');
+                s.push_str(t);
+            }
+            Some(OverlayDiff::NotShown(why)) => {
+                let _ = writeln!(s, "\n{}: {why}", w.path);
+            }
+            None => {}
+        }
+    }
 }
 
 fn interrupt(
@@ -153,6 +205,9 @@ fn interrupt(
         decoded.interrupt.as_ref(),
         env(),
     ))?;
+    if args.diff {
+        tracing::warn!("--diff applies to stage plans only (interrupts write no overlay files)");
+    }
     let ok = p.failure.is_none();
     let text = match args.format {
         Format::Json => json(&p),
@@ -293,9 +348,41 @@ fn render_interrupt(p: &InterruptPlan, root: &Path) -> String {
     s
 }
 
-fn render_writes(s: &mut String, writes: &[String]) {
+/// Width of the write-kind column (`package-data`).
+const KIND: usize = 12;
+
+fn render_writes(s: &mut String, writes: &[PlannedWrite]) {
     let _ = writeln!(s, "\na run would write (host paths):");
     for w in writes {
-        let _ = writeln!(s, "  {w}");
+        let _ = write!(s, "  {:<KIND$}  {}", w.kind.as_str(), w.path);
+        match (&w.condition, &w.note) {
+            (Some(c), Some(n)) => {
+                let _ = writeln!(s, " ({c}; {n})");
+            }
+            (Some(c), None) => {
+                let _ = writeln!(s, " ({c})");
+            }
+            (None, Some(n)) => {
+                let _ = writeln!(s, " ({n})");
+            }
+            (None, None) => s.push('\n'),
+        }
+    }
+    let overlay = |k: plan::WriteKind| writes.iter().filter(|w| w.kind == k).count();
+    let (new, changed, unchanged, unknown) = (
+        overlay(plan::WriteKind::New),
+        overlay(plan::WriteKind::Changed),
+        overlay(plan::WriteKind::Unchanged),
+        overlay(plan::WriteKind::Unknown),
+    );
+    if new + changed + unchanged + unknown > 0 {
+        let _ = write!(
+            s,
+            "root_dir overlay: {new} new, {changed} changed, {unchanged} unchanged"
+        );
+        if unknown > 0 {
+            let _ = write!(s, ", {unknown} not compared");
+        }
+        s.push('\n');
     }
 }
