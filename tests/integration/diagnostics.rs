@@ -314,3 +314,68 @@ fn failed_checks_have_one_error_line_naming_the_last_failed_check() {
         "{run:?}"
     );
 }
+
+#[test]
+fn invalid_extension_settings_warn_naming_the_value_and_take_the_default() {
+    let rows: &[(&str, &str, &str, &str)] = &[
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "ten",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "-1",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "NaN",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "inf",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_AGENT_STOP_GRACE_SECONDS",
+            "20s",
+            "a non-negative number of seconds",
+            "20",
+        ),
+        (
+            "SKYHOOK_REBOOT_MAX_ATTEMPTS",
+            "0",
+            "a positive integer",
+            "3",
+        ),
+        (
+            "SKYHOOK_REBOOT_MAX_ATTEMPTS",
+            "-3",
+            "a positive integer",
+            "3",
+        ),
+        ("SKYHOOK_AGENT_LOG_FORMAT", "yaml", "text or json", "text"),
+    ];
+    for (name, value, expected, default) in rows {
+        let host = FakeHost::new();
+        host.install(&two_steps());
+        let run = host.run("apply", &[(name, value)]);
+        run.assert_success();
+        assert_eq!(
+            text_lines(&run, "environment variable", &[]),
+            [format!(
+                "WARN environment variable {name}={value:?} is not {expected}; using the \
+                 default ({default})"
+            )],
+            "{run:?}"
+        );
+        // The run went on as with the default: text diagnostics, both steps run.
+        assert_eq!(host.ran(), ["s1.sh ", "s2.sh "], "{name}={value}: {run:?}");
+    }
+}
