@@ -13,7 +13,7 @@ use interrupts as _;
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use agent_core::banner::{self, Invocation};
 use agent_core::errors::Chain;
@@ -25,13 +25,13 @@ use agent_core::interrupts::{self, InterruptOutcome, InterruptSettings};
 use agent_core::locks;
 use agent_core::package::PackageConfig;
 use agent_core::preflight;
-use agent_core::results::{self, RunRecord};
+use agent_core::results::{self, OperationResult, RunRecord};
 use agent_core::runtime::{LogFormat, Runtime};
 use agent_core::stage::{self, StageContext, join_under};
 use agent_core::step::Mode;
 use agent_core::timestamp;
 use anyhow::Context as _;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use crate::request::{HelpTopic, Request, USAGE};
 
@@ -143,13 +143,76 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
         }
         return ExitCode::SUCCESS;
     };
-    match run_operator(&rt, stage_mode, mode, root, copy_dir, data) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            error!("agent execution failed: {e:#}");
-            ExitCode::from(EXIT_FAILED)
-        }
+    let started = Instant::now();
+    let mut operations = Vec::new();
+    let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut operations);
+    if let Err(e) = &result {
+        log_failure(e, stage_mode.is_some(), &operations);
     }
+    log_run_finished(&result, &operations, started);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(EXIT_FAILED),
+    }
+}
+
+/// The git commit the binary was built from (`GIT_SHA` at build time), or `unknown`.
+fn git_sha() -> &'static str {
+    match option_env!("GIT_SHA") {
+        Some(sha) if !sha.is_empty() => sha,
+        _ => "unknown",
+    }
+}
+
+/// The run's one ERROR line: the cause chain, and the failed step (or interrupt operation)
+/// with its exit code or signal, log file and duration when one ran and failed.
+fn log_failure(e: &anyhow::Error, stage: bool, operations: &[OperationResult]) {
+    let failed = operations
+        .iter()
+        .rev()
+        .find(|op| op.succeeded == Some(false));
+    let name = failed.map(|op| op.operation.as_str());
+    let (step, operation) = if stage { (name, None) } else { (None, name) };
+    error!(
+        step,
+        operation,
+        exit_code = failed.and_then(|op| op.exit_code),
+        signal = failed.and_then(|op| op.signal),
+        log = failed.and_then(|op| op.log.as_deref()),
+        duration_ms = failed.and_then(|op| op.duration_ms),
+        "agent execution failed: {e:#}"
+    );
+}
+
+/// The run's last line: how it ended, what ran, and how long it took.
+fn log_run_finished(result: &anyhow::Result<()>, operations: &[OperationResult], started: Instant) {
+    let outcome = match result {
+        Ok(()) => "succeeded",
+        Err(e) if is_stop(e) => "stopped",
+        Err(_) => "failed",
+    };
+    let count = |f: &dyn Fn(&OperationResult) -> bool| operations.iter().filter(|op| f(op)).count();
+    info!(
+        result = %outcome,
+        ran = count(&|op| op.decision == "ran"),
+        skipped = count(&|op| op.decision == "skipped"),
+        failed = count(&|op| op.succeeded == Some(false)),
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "run finished"
+    );
+}
+
+/// Whether the run ended because the agent was told to stop (SIGTERM/SIGINT, SPEC §10).
+fn is_stop(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<stage::StageError>(),
+            Some(stage::StageError::Stopped)
+        ) || matches!(
+            cause.downcast_ref::<interrupts::InterruptError>(),
+            Some(interrupts::InterruptError::Stopped)
+        )
+    })
 }
 
 fn run_operator(
@@ -159,6 +222,7 @@ fn run_operator(
     root: &Path,
     copy_dir: &Path,
     data: Option<&str>,
+    operations: &mut Vec<OperationResult>,
 ) -> anyhow::Result<()> {
     // SPEC §6 step 1: nothing is written before the whole input is known good.
     let preflight::Validated {
@@ -176,6 +240,15 @@ fn run_operator(
         rt,
         &rid,
     ));
+    info!(
+        agent_version = %version(),
+        git_sha = %git_sha(),
+        mode = %mode,
+        package = %rid.package,
+        version = %rid.version,
+        pid = std::process::id(),
+        "run started"
+    );
 
     let fs = HostFs::new(root);
     if rt.copy_resolv {
@@ -198,7 +271,6 @@ fn run_operator(
             timeout: rt.step_timeout,
             runner: std::sync::Arc::new(execution::ProcessRunner::default()),
         };
-        let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let Some(mode) = stage_mode else {
             return run_interrupt(
                 rt,
@@ -207,10 +279,11 @@ fn run_operator(
                 exec,
                 &copy_dir,
                 data.unwrap_or_default(),
-                base_env,
+                operations,
             )
             .await;
         };
+        let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let package_dir = join_under(root, &copy_dir);
         let config_path = package_dir.join("config.json");
         let (config, warnings) =
@@ -244,8 +317,7 @@ fn run_operator(
             base_env: &base_env,
         };
         let started = SystemTime::now();
-        let mut operations = Vec::new();
-        let result = stage::run_stage(&cx, &config, mode, &mut operations)
+        let result = stage::run_stage(&cx, &config, mode, operations)
             .await
             .map_err(anyhow::Error::from);
         let record = RunRecord {
@@ -258,9 +330,10 @@ fn run_operator(
             finished: timestamp::rfc3339_nano(SystemTime::now()),
             exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
             error: result.as_ref().err().map(|e| format!("{e:#}")),
-            operations,
+            operations: std::mem::take(operations),
         };
         save_results(&fs, &rt.state_dir, &record);
+        *operations = record.operations;
         result
     })
 }
@@ -281,8 +354,9 @@ async fn run_interrupt(
     exec: execution::Config,
     copy_dir: &Path,
     data: &str,
-    base_env: Vec<(OsString, OsString)>,
+    operations_out: &mut Vec<OperationResult>,
 ) -> anyhow::Result<()> {
+    let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let decoded = <dyn Interrupt>::from_base64(data)?;
     if !decoded.unknown_fields.is_empty() {
         warn!(
@@ -323,22 +397,20 @@ async fn run_interrupt(
     let (result, _records, operations) =
         interrupts::run_interrupt_with_results(settings, decoded.interrupt.as_ref()).await;
     let result = result.with_context(|| format!("interrupt {type_name}"));
-    save_results(
-        &state_fs,
-        &rt.state_dir,
-        &RunRecord {
-            agent_version: version().to_owned(),
-            mode: "interrupt".to_owned(),
-            resource_id: rid.id.clone(),
-            package: rid.package.clone(),
-            version: rid.version.clone(),
-            started: timestamp::rfc3339_nano(started),
-            finished: timestamp::rfc3339_nano(SystemTime::now()),
-            exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
-            error: result.as_ref().err().map(|e| format!("{e:#}")),
-            operations,
-        },
-    );
+    let record = RunRecord {
+        agent_version: version().to_owned(),
+        mode: "interrupt".to_owned(),
+        resource_id: rid.id.clone(),
+        package: rid.package.clone(),
+        version: rid.version.clone(),
+        started: timestamp::rfc3339_nano(started),
+        finished: timestamp::rfc3339_nano(SystemTime::now()),
+        exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
+        error: result.as_ref().err().map(|e| format!("{e:#}")),
+        operations,
+    };
+    save_results(&state_fs, &rt.state_dir, &record);
+    *operations_out = record.operations;
     match result? {
         InterruptOutcome::Completed => Ok(()),
         InterruptOutcome::ShutdownInProgress => {
@@ -365,8 +437,11 @@ fn runner_for(lock: &locks::Lock) -> std::sync::Arc<dyn execution::Runner> {
 const NODE_FILES: &str = "/etc/nvidia-bootstrap/node-files";
 
 fn init_logging(rt: &Runtime) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&rt.log_filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // An invalid filter is an invalid setting like any other: warned about, then the default.
+    let (filter, bad_filter) = match tracing_subscriber::EnvFilter::try_new(&rt.log_filter) {
+        Ok(filter) => (filter, None),
+        Err(e) => (tracing_subscriber::EnvFilter::new("info"), Some(e)),
+    };
     // SPEC §10: a closed stderr must neither panic nor stop the run; the writer drops what
     // it cannot write, and the subscriber must not report that on the same stderr.
     let stderr = Output::process().stderr;
@@ -380,4 +455,10 @@ fn init_logging(rt: &Runtime) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    if let Some(e) = bad_filter {
+        warn!(
+            "environment variable SKYHOOK_AGENT_LOG={:?} is not a valid filter ({e}); using info",
+            rt.log_filter
+        );
+    }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Termination};
 use crate::hostfs::{HostFs, HostFsError};
@@ -289,9 +289,16 @@ impl InterruptContext {
         let s = &self.settings;
         let complete_name = markers::interrupt_complete_name(self.type_name, index);
         let complete = s.markers_dir.join(&complete_name);
-        if markers::is_done(&s.fs, &complete)
-            .map_err(state_err(format!("checking {}", complete.display())))?
-        {
+        let done = markers::is_done(&s.fs, &complete)
+            .map_err(state_err(format!("checking {}", complete.display())))?;
+        debug!(
+            operation = %format!("{}_{index}", self.type_name),
+            decision = if done { "skip" } else { "run" },
+            reason = if done { "completion marker present" } else { "no completion marker" },
+            marker = %complete.display(),
+            "operation decision"
+        );
+        if done {
             s.exec.output.print(&format!(
                 "Skipping interrupt {}_{index} because it was already run for {}\n",
                 self.type_name, s.resource_id

@@ -42,7 +42,8 @@ pub struct Runtime {
     pub step_timeout: Option<Duration>,
     pub stop_grace: Duration,
     pub reboot_max_attempts: u32,
-    /// Warnings found while parsing (bad boolean values), emitted once logging is set up.
+    /// Warnings found while parsing (invalid values replaced by false or the default),
+    /// emitted once logging is set up.
     pub warnings: Vec<String>,
 }
 
@@ -106,25 +107,33 @@ impl Runtime {
             &non_empty(text("SKYHOOK_LOG_DIR")?, DEFAULT_LOG_DIR),
         )?;
 
+        // The extension settings: an invalid value is warned about (naming the variable and
+        // the value) and the default is used, as for an invalid SKYHOOK_AGENT_LOG filter.
         let log_format = match text("SKYHOOK_AGENT_LOG_FORMAT")?.as_deref() {
             None | Some("" | "text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
             Some(other) => {
-                return Err(EnvError {
-                    name: "SKYHOOK_AGENT_LOG_FORMAT",
-                    value: other.into(),
-                    reason: "must be text or json".into(),
-                });
+                warnings.push(invalid(
+                    "SKYHOOK_AGENT_LOG_FORMAT",
+                    other,
+                    "text or json",
+                    "text",
+                ));
+                LogFormat::Text
             }
         };
         let step_timeout = seconds(
             "SKYHOOK_STEP_TIMEOUT_SECONDS",
             text("SKYHOOK_STEP_TIMEOUT_SECONDS")?,
-        )?;
+            "unset",
+            &mut warnings,
+        );
         let stop_grace = seconds(
             "SKYHOOK_AGENT_STOP_GRACE_SECONDS",
             text("SKYHOOK_AGENT_STOP_GRACE_SECONDS")?,
-        )?
+            "20",
+            &mut warnings,
+        )
         .unwrap_or(DEFAULT_STOP_GRACE);
         let reboot_max_attempts = match text("SKYHOOK_REBOOT_MAX_ATTEMPTS")? {
             None => DEFAULT_REBOOT_MAX_ATTEMPTS,
@@ -132,11 +141,13 @@ impl Runtime {
             Some(v) => match v.parse::<u32>() {
                 Ok(n) if n > 0 => n,
                 _ => {
-                    return Err(EnvError {
-                        name: "SKYHOOK_REBOOT_MAX_ATTEMPTS",
-                        value: v,
-                        reason: "must be a positive integer".into(),
-                    });
+                    warnings.push(invalid(
+                        "SKYHOOK_REBOOT_MAX_ATTEMPTS",
+                        &v,
+                        "a positive integer",
+                        &DEFAULT_REBOOT_MAX_ATTEMPTS.to_string(),
+                    ));
+                    DEFAULT_REBOOT_MAX_ATTEMPTS
                 }
             },
         };
@@ -198,17 +209,33 @@ fn host_dir(name: &'static str, value: &str) -> Result<PathBuf, EnvError> {
     })
 }
 
-fn seconds(name: &'static str, value: Option<String>) -> Result<Option<Duration>, EnvError> {
+/// The warning for an invalid extension setting: what it must be, and the default used.
+fn invalid(name: &str, value: &str, expected: &str, default: &str) -> String {
+    format!(
+        "environment variable {name}={value:?} is not {expected}; using the default ({default})"
+    )
+}
+
+fn seconds(
+    name: &'static str,
+    value: Option<String>,
+    default: &str,
+    warnings: &mut Vec<String>,
+) -> Option<Duration> {
     match value {
-        None => Ok(None),
-        Some(v) if v.is_empty() => Ok(None),
+        None => None,
+        Some(v) if v.is_empty() => None,
         Some(v) => match v.parse::<f64>() {
-            Ok(s) if (0.0..1e9).contains(&s) => Ok(Some(Duration::from_secs_f64(s))),
-            _ => Err(EnvError {
-                name,
-                value: v,
-                reason: "must be a non-negative number of seconds".into(),
-            }),
+            Ok(s) if (0.0..1e9).contains(&s) => Some(Duration::from_secs_f64(s)),
+            _ => {
+                warnings.push(invalid(
+                    name,
+                    &v,
+                    "a non-negative number of seconds",
+                    default,
+                ));
+                None
+            }
         },
     }
 }
@@ -300,9 +327,31 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_validated() {
-        assert!(parse(&[("SKYHOOK_STEP_TIMEOUT_SECONDS", "abc")]).is_err());
-        assert!(parse(&[("SKYHOOK_REBOOT_MAX_ATTEMPTS", "0")]).is_err());
+    fn invalid_extension_settings_warn_and_take_the_default() {
+        let rt = parse(&[
+            ("SKYHOOK_STEP_TIMEOUT_SECONDS", "abc"),
+            ("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "-1"),
+            ("SKYHOOK_REBOOT_MAX_ATTEMPTS", "0"),
+            ("SKYHOOK_AGENT_LOG_FORMAT", "yaml"),
+        ])
+        .unwrap();
+        assert_eq!(rt.step_timeout, None);
+        assert_eq!(rt.stop_grace, DEFAULT_STOP_GRACE);
+        assert_eq!(rt.reboot_max_attempts, DEFAULT_REBOOT_MAX_ATTEMPTS);
+        assert_eq!(rt.log_format, LogFormat::Text);
+        assert_eq!(
+            rt.warnings,
+            [
+                r#"environment variable SKYHOOK_AGENT_LOG_FORMAT="yaml" is not text or json; using the default (text)"#,
+                r#"environment variable SKYHOOK_STEP_TIMEOUT_SECONDS="abc" is not a non-negative number of seconds; using the default (unset)"#,
+                r#"environment variable SKYHOOK_AGENT_STOP_GRACE_SECONDS="-1" is not a non-negative number of seconds; using the default (20)"#,
+                r#"environment variable SKYHOOK_REBOOT_MAX_ATTEMPTS="0" is not a positive integer; using the default (3)"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_are_parsed() {
         let rt = parse(&[
             ("SKYHOOK_STEP_TIMEOUT_SECONDS", "1.5"),
             ("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "2"),

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::errors::Chain;
 use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
@@ -308,6 +308,13 @@ pub async fn run_stage(
             )))?;
             decide(mode, step, completed, rt.always_run_step)
         };
+        debug!(
+            path = %step.path,
+            decision = if decision.runs() { "run" } else { "skip" },
+            reason = decision.reason(),
+            marker = %step_markers.native.display(),
+            "step decision"
+        );
         match decision {
             Decision::SkipCompleted => {
                 info!(path = %step.path, "skipping completed step");

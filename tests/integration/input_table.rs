@@ -385,54 +385,6 @@ static CASES: &[Case] = &[
         ..ENV
     },
     Case {
-        name: "env: step timeout is not a number",
-        env: &[("SKYHOOK_STEP_TIMEOUT_SECONDS", Some(Val::Text("ten")))],
-        message: r#"SKYHOOK_STEP_TIMEOUT_SECONDS="ten": must be a non-negative number of seconds"#,
-        ..ENV
-    },
-    Case {
-        name: "env: step timeout is negative",
-        env: &[("SKYHOOK_STEP_TIMEOUT_SECONDS", Some(Val::Text("-1")))],
-        message: r#"SKYHOOK_STEP_TIMEOUT_SECONDS="-1": must be a non-negative number of seconds"#,
-        ..ENV
-    },
-    Case {
-        name: "env: step timeout is NaN",
-        env: &[("SKYHOOK_STEP_TIMEOUT_SECONDS", Some(Val::Text("NaN")))],
-        message: r#"SKYHOOK_STEP_TIMEOUT_SECONDS="NaN": must be a non-negative number of seconds"#,
-        ..ENV
-    },
-    Case {
-        name: "env: step timeout is infinite",
-        env: &[("SKYHOOK_STEP_TIMEOUT_SECONDS", Some(Val::Text("inf")))],
-        message: r#"SKYHOOK_STEP_TIMEOUT_SECONDS="inf": must be a non-negative number of seconds"#,
-        ..ENV
-    },
-    Case {
-        name: "env: stop grace is not a number",
-        env: &[("SKYHOOK_AGENT_STOP_GRACE_SECONDS", Some(Val::Text("20s")))],
-        message: r#"SKYHOOK_AGENT_STOP_GRACE_SECONDS="20s": must be a non-negative number of seconds"#,
-        ..ENV
-    },
-    Case {
-        name: "env: reboot attempts is zero",
-        env: &[("SKYHOOK_REBOOT_MAX_ATTEMPTS", Some(Val::Text("0")))],
-        message: r#"SKYHOOK_REBOOT_MAX_ATTEMPTS="0": must be a positive integer"#,
-        ..ENV
-    },
-    Case {
-        name: "env: reboot attempts is negative",
-        env: &[("SKYHOOK_REBOOT_MAX_ATTEMPTS", Some(Val::Text("-3")))],
-        message: r#"SKYHOOK_REBOOT_MAX_ATTEMPTS="-3": must be a positive integer"#,
-        ..ENV
-    },
-    Case {
-        name: "env: unknown log format",
-        env: &[("SKYHOOK_AGENT_LOG_FORMAT", Some(Val::Text("yaml")))],
-        message: r#"SKYHOOK_AGENT_LOG_FORMAT="yaml": must be text or json"#,
-        ..ENV
-    },
-    Case {
         name: "env: legacy invocation with a missing SKYHOOK_DATA_DIR",
         env: &[(
             "SKYHOOK_DATA_DIR",

@@ -288,7 +288,20 @@ fn malformed_environment_values() {
         })
     };
     let v = |s: &str| OsString::from(s);
-    let seconds = "must be a non-negative number of seconds";
+    let seconds = "is not a non-negative number of seconds; using the default";
+    let warn_case = |var: &'static str, value: &'static str, message: &str| {
+        case(
+            format!("{var}={value:?}"),
+            0,
+            format!("environment variable {var}={value:?} {message}"),
+            move |h: &FakeHost| {
+                h.install(&Package::simple());
+                h.agent()
+                    .env(var, value)
+                    .args(["future-mode", &h.root_str(), COPY_DIR])
+            },
+        )
+    };
     let cases = vec![
         env_case("SKYHOOK_ROOT_DIR", v("../../x"), 1, "escapes the host root"),
         env_case("SKYHOOK_ROOT_DIR", v("/.."), 1, "escapes the host root"),
@@ -330,36 +343,34 @@ fn malformed_environment_values() {
             "is not valid UTF-8",
         ),
         env_case("COPY_RESOLV", non_utf8(b"tru\xe9"), 1, "COPY_RESOLV"),
-        env_case("SKYHOOK_STEP_TIMEOUT_SECONDS", v("soon"), 1, seconds),
-        env_case("SKYHOOK_STEP_TIMEOUT_SECONDS", v("-1"), 1, seconds),
-        env_case("SKYHOOK_STEP_TIMEOUT_SECONDS", v("NaN"), 1, seconds),
-        env_case("SKYHOOK_STEP_TIMEOUT_SECONDS", v("inf"), 1, seconds),
-        env_case("SKYHOOK_STEP_TIMEOUT_SECONDS", v("1e300"), 1, seconds),
-        env_case("SKYHOOK_AGENT_STOP_GRACE_SECONDS", v("20s"), 1, seconds),
-        env_case("SKYHOOK_AGENT_STOP_GRACE_SECONDS", v(" 5"), 1, seconds),
-        env_case(
+        // An invalid extension setting is warned about and takes the default, not an error:
+        // shown with a no-op mode so that nothing runs.
+        warn_case("SKYHOOK_STEP_TIMEOUT_SECONDS", "soon", seconds),
+        warn_case("SKYHOOK_STEP_TIMEOUT_SECONDS", "-1", seconds),
+        warn_case("SKYHOOK_STEP_TIMEOUT_SECONDS", "NaN", seconds),
+        warn_case("SKYHOOK_STEP_TIMEOUT_SECONDS", "inf", seconds),
+        warn_case("SKYHOOK_STEP_TIMEOUT_SECONDS", "1e300", seconds),
+        warn_case("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "20s", seconds),
+        warn_case("SKYHOOK_AGENT_STOP_GRACE_SECONDS", " 5", seconds),
+        warn_case(
             "SKYHOOK_REBOOT_MAX_ATTEMPTS",
-            v("0"),
-            1,
-            "must be a positive integer",
+            "0",
+            "is not a positive integer; using the default (3)",
         ),
-        env_case(
+        warn_case(
             "SKYHOOK_REBOOT_MAX_ATTEMPTS",
-            v("-3"),
-            1,
-            "must be a positive integer",
+            "-3",
+            "is not a positive integer; using the default (3)",
         ),
-        env_case(
+        warn_case(
             "SKYHOOK_REBOOT_MAX_ATTEMPTS",
-            v("4294967296"),
-            1,
-            "must be a positive integer",
+            "4294967296",
+            "is not a positive integer; using the default (3)",
         ),
-        env_case(
+        warn_case(
             "SKYHOOK_AGENT_LOG_FORMAT",
-            v("xml"),
-            1,
-            "must be text or json",
+            "xml",
+            "is not text or json; using the default (text)",
         ),
         // A bad boolean is false with a warning, not an error: shown with a no-op mode so
         // that nothing runs.

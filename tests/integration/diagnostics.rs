@@ -1,0 +1,419 @@
+//! The agent's own diagnostics on stderr, line by line: the start and end line of every run,
+//! one ERROR line per failure with its structured fields, the decisions at debug level, and
+//! the warning for an invalid log filter. Text and JSON alike.
+
+use serde_json::Value;
+
+use std::time::Duration;
+
+use crate::util::{COPY_DIR, FakeHost, PKG_LOGS, Package, Reaper, Run, Step, b64};
+
+/// The agent's version, as `agent --version` prints it.
+fn agent_version(host: &FakeHost) -> String {
+    let run = host.agent().arg("--version").run();
+    run.assert_success();
+    run.out().trim_end().to_owned()
+}
+
+/// Text diagnostics lines whose message is `message`, without the timestamp, with the
+/// values of `masked` keys replaced by `N`.
+fn text_lines(run: &Run, message: &str, masked: &[&str]) -> Vec<String> {
+    run.err()
+        .lines()
+        .filter_map(|l| l.split_once("Z ").map(|(_, rest)| rest.trim_start()))
+        .filter(|l| {
+            l.split_once(' ')
+                .is_some_and(|(_, rest)| rest.starts_with(message))
+        })
+        .map(|l| {
+            l.split(' ')
+                .map(|word| match word.split_once('=') {
+                    Some((k, _)) if masked.contains(&k) => format!("{k}=N"),
+                    _ => word.to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// The JSON diagnostics lines (step output on stderr, not JSON, is left out).
+fn json_lines(run: &Run) -> Vec<Value> {
+    run.err()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+fn with_message<'a>(lines: &'a [Value], message: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|v| v["message"] == message).collect()
+}
+
+/// `v` without the fields that vary from run to run.
+fn stable(v: &Value, varying: &[&str]) -> Value {
+    let mut v = v.clone();
+    let map = v.as_object_mut().expect("object");
+    map.remove("timestamp");
+    for key in varying {
+        assert!(map.remove(*key).is_some(), "{key} missing in {v}");
+    }
+    v
+}
+
+fn two_steps() -> Package {
+    Package::new()
+        .step("apply", Step::new("s1.sh").on_host(false))
+        .step("apply", Step::new("s2.sh").on_host(false))
+        .step("apply-check", Step::new("s1_check.sh").on_host(false))
+        .step("apply-check", Step::new("s2_check.sh").on_host(false))
+}
+
+#[test]
+fn a_run_starts_and_ends_with_one_line_each_in_text() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    let version = agent_version(&host);
+    let first = host.stage("apply");
+    first.assert_success();
+    assert_eq!(
+        text_lines(&first, "run started", &["git_sha", "pid"]),
+        [format!(
+            "INFO run started agent_version={version} git_sha=N mode=apply package=pkg \
+             version=1.0.0 pid=N"
+        )],
+        "{first:?}"
+    );
+    assert_eq!(
+        text_lines(&first, "run finished", &["duration_ms"]),
+        ["INFO run finished result=succeeded ran=2 skipped=0 failed=0 duration_ms=N"],
+        "{first:?}"
+    );
+    // The start line follows the banner: stdout holds no diagnostics.
+    assert!(!first.out().contains("run started"), "{first:?}");
+    let err = first.err();
+    assert!(
+        err.find("run started").unwrap() < err.find("step finished").unwrap()
+            && err.rfind("step finished").unwrap() < err.find("run finished").unwrap(),
+        "{first:?}"
+    );
+
+    let again = host.run("apply", &[("FAIL_STEPS", "s2.sh")]);
+    again.assert_success();
+    assert_eq!(
+        text_lines(&again, "run finished", &["duration_ms"]),
+        ["INFO run finished result=succeeded ran=0 skipped=2 failed=0 duration_ms=N"],
+        "{again:?}"
+    );
+}
+
+#[test]
+fn a_failed_step_has_one_error_line_with_its_fields_in_text() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    let run = host.run("apply", &[("FAIL_STEPS", "s2.sh")]);
+    run.assert_code(1);
+    let err = run.err();
+    let errors: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert_eq!(errors.len(), 1, "{run:?}");
+    let log = host.files_under(PKG_LOGS);
+    let log = log
+        .iter()
+        .find(|f| f.contains("s2.sh"))
+        .unwrap_or_else(|| panic!("{log:?}"));
+    assert_eq!(
+        text_lines(&run, "agent execution failed", &["duration_ms"]),
+        [format!(
+            "ERROR agent execution failed: running step \"s2.sh\": exit code 3 is not an \
+             accepted return code [0] step=\"s2.sh\" exit_code=3 log=\"/{PKG_LOGS}/{log}\" \
+             duration_ms=N"
+        )],
+        "{run:?}"
+    );
+    assert_eq!(
+        text_lines(&run, "run finished", &["duration_ms"]),
+        ["INFO run finished result=failed ran=2 skipped=0 failed=1 duration_ms=N"],
+        "{run:?}"
+    );
+}
+
+#[test]
+fn start_end_and_error_lines_in_json() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    let version = agent_version(&host);
+    let run = host.run(
+        "apply",
+        &[
+            ("FAIL_STEPS", "s1.sh"),
+            ("SKYHOOK_AGENT_LOG_FORMAT", "json"),
+        ],
+    );
+    run.assert_code(1);
+    let lines = json_lines(&run);
+    let started = with_message(&lines, "run started");
+    assert_eq!(started.len(), 1, "{run:?}");
+    assert!(started[0]["pid"].is_u64() && started[0]["git_sha"].is_string());
+    assert_eq!(
+        stable(started[0], &["pid", "git_sha"]),
+        serde_json::json!({
+            "level": "INFO", "message": "run started", "agent_version": version,
+            "mode": "apply", "package": "pkg", "version": "1.0.0",
+        })
+    );
+    let errors: Vec<&Value> = lines.iter().filter(|v| v["level"] == "ERROR").collect();
+    assert_eq!(errors.len(), 1, "{run:?}");
+    let log = errors[0]["log"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run:?}"));
+    assert!(
+        log.starts_with(&format!("/{PKG_LOGS}/s1.sh")),
+        "{log}: {run:?}"
+    );
+    assert!(errors[0]["duration_ms"].is_u64(), "{run:?}");
+    assert_eq!(
+        stable(errors[0], &["log", "duration_ms"]),
+        serde_json::json!({
+            "level": "ERROR",
+            "message": "agent execution failed: running step \"s1.sh\": exit code 3 is not an \
+                        accepted return code [0]",
+            "step": "s1.sh", "exit_code": 3,
+        })
+    );
+    let finished = with_message(&lines, "run finished");
+    assert_eq!(finished.len(), 1, "{run:?}");
+    assert_eq!(
+        stable(finished[0], &["duration_ms"]),
+        serde_json::json!({
+            "level": "INFO", "message": "run finished", "result": "failed",
+            "ran": 1, "skipped": 0, "failed": 1,
+        })
+    );
+}
+
+#[test]
+fn a_failed_interrupt_operation_names_the_operation_in_json() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    host.set_fake_tool("systemctl", "exit 4");
+    let run = host
+        .agent()
+        .env("SKYHOOK_AGENT_LOG_FORMAT", "json")
+        .args([
+            "interrupt",
+            &host.root_str(),
+            COPY_DIR,
+            &b64(br#"{"type":"service_restart","services":["kubelet"]}"#),
+        ])
+        .run();
+    run.assert_code(1);
+    let lines = json_lines(&run);
+    assert_eq!(
+        stable(with_message(&lines, "run started")[0], &["pid", "git_sha"])["mode"],
+        "interrupt"
+    );
+    let errors: Vec<&Value> = lines.iter().filter(|v| v["level"] == "ERROR").collect();
+    assert_eq!(errors.len(), 1, "{run:?}");
+    assert_eq!(errors[0]["operation"], "systemctl daemon-reload", "{run:?}");
+    assert!(errors[0].get("step").is_none(), "{run:?}");
+    assert_eq!(errors[0]["exit_code"], 4, "{run:?}");
+    assert!(errors[0]["duration_ms"].is_u64(), "{run:?}");
+    let finished = with_message(&lines, "run finished");
+    assert_eq!(finished.len(), 1, "{run:?}");
+    assert_eq!(finished[0]["result"], "failed", "{run:?}");
+    assert_eq!(finished[0]["failed"], 1, "{run:?}");
+}
+
+#[test]
+fn debug_shows_why_each_step_runs_or_skips() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    let debug = [
+        ("SKYHOOK_AGENT_LOG", "debug"),
+        ("SKYHOOK_AGENT_LOG_FORMAT", "json"),
+    ];
+    for (round, (decision, reason)) in [
+        ("run", "no completion marker"),
+        ("skip", "completion marker present"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let run = host.run("apply", &debug);
+        run.assert_success();
+        let lines = json_lines(&run);
+        let decisions = with_message(&lines, "step decision");
+        assert_eq!(decisions.len(), 2, "round {round}: {run:?}");
+        for (d, path) in decisions.iter().zip(["s1.sh", "s2.sh"]) {
+            assert_eq!(d["level"], "DEBUG");
+            assert_eq!(d["path"], path);
+            assert_eq!(d["decision"], decision, "round {round}: {d}");
+            assert_eq!(d["reason"], reason, "round {round}: {d}");
+            assert!(
+                d["marker"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("/var/lib/skyhook/sk1/flags/pkg/1.0.0/")),
+                "{d}"
+            );
+        }
+    }
+    // At the default level the decisions are not shown.
+    let quiet = host.stage("apply");
+    assert!(!quiet.err().contains("step decision"), "{quiet:?}");
+}
+
+#[test]
+fn an_invalid_log_filter_is_warned_about_once_and_info_is_used() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    let run = host.run("apply", &[("SKYHOOK_AGENT_LOG", "agent=loud")]);
+    run.assert_success();
+    let err = run.err();
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("SKYHOOK_AGENT_LOG"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{run:?}");
+    assert!(
+        warnings[0].contains(" WARN ")
+            && warnings[0].contains(r#"SKYHOOK_AGENT_LOG="agent=loud" is not a valid filter"#)
+            && warnings[0].ends_with("; using info"),
+        "{run:?}"
+    );
+    // info: the step lines are there, debug lines are not.
+    assert!(run.err().contains("INFO step finished"), "{run:?}");
+    assert!(!run.err().contains("DEBUG"), "{run:?}");
+}
+
+#[test]
+fn failed_checks_have_one_error_line_naming_the_last_failed_check() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    host.stage("apply").assert_success();
+    let run = host.run(
+        "apply-check",
+        &[
+            ("FAIL_STEPS", "s1_check.sh s2_check.sh"),
+            ("SKYHOOK_AGENT_LOG", "debug"),
+        ],
+    );
+    run.assert_code(1);
+    let err = run.err();
+    let errors: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert_eq!(errors.len(), 1, "{run:?}");
+    assert_eq!(
+        text_lines(&run, "agent execution failed", &["duration_ms", "log"]),
+        [
+            "ERROR agent execution failed: apply-check failed: 2 of 2 checks did not pass: \
+          s1_check.sh, s2_check.sh step=\"s2_check.sh\" exit_code=3 log=N duration_ms=N"
+        ],
+        "{run:?}"
+    );
+    assert_eq!(
+        text_lines(&run, "run finished", &["duration_ms"]),
+        ["INFO run finished result=failed ran=2 skipped=0 failed=2 duration_ms=N"],
+        "{run:?}"
+    );
+}
+
+#[test]
+fn invalid_extension_settings_warn_naming_the_value_and_take_the_default() {
+    let rows: &[(&str, &str, &str, &str)] = &[
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "ten",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "-1",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "NaN",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_STEP_TIMEOUT_SECONDS",
+            "inf",
+            "a non-negative number of seconds",
+            "unset",
+        ),
+        (
+            "SKYHOOK_AGENT_STOP_GRACE_SECONDS",
+            "20s",
+            "a non-negative number of seconds",
+            "20",
+        ),
+        (
+            "SKYHOOK_REBOOT_MAX_ATTEMPTS",
+            "0",
+            "a positive integer",
+            "3",
+        ),
+        (
+            "SKYHOOK_REBOOT_MAX_ATTEMPTS",
+            "-3",
+            "a positive integer",
+            "3",
+        ),
+        ("SKYHOOK_AGENT_LOG_FORMAT", "yaml", "text or json", "text"),
+    ];
+    for (name, value, expected, default) in rows {
+        let host = FakeHost::new();
+        host.install(&two_steps());
+        let run = host.run("apply", &[(name, value)]);
+        run.assert_success();
+        assert_eq!(
+            text_lines(&run, "environment variable", &[]),
+            [format!(
+                "WARN environment variable {name}={value:?} is not {expected}; using the \
+                 default ({default})"
+            )],
+            "{run:?}"
+        );
+        // The run went on as with the default: text diagnostics, both steps run.
+        assert_eq!(host.ran(), ["s1.sh ", "s2.sh "], "{name}={value}: {run:?}");
+    }
+}
+
+#[test]
+fn a_run_stopped_by_sigterm_ends_with_result_stopped() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    let held = "#!/bin/sh\necho started > /var/tmp/started\n\
+                while [ ! -e /var/tmp/release ]; do usleep 10000; done\nexit 0\n";
+    host.install(
+        &Package::new()
+            .step("apply", Step::new("held.sh").script(held))
+            .step("apply", Step::new("next.sh"))
+            .step("apply-check", Step::new("next_check.sh")),
+    );
+    let agent = host
+        .tagged_agent()
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .timeout(Duration::from_secs(40))
+        .spawn();
+    host.wait_for("var/tmp/started", Duration::from_secs(20));
+    agent.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    host.write("var/tmp/release", "");
+    let run = agent.wait();
+    run.assert_code(1);
+    assert_eq!(
+        text_lines(&run, "agent execution failed", &[]),
+        ["ERROR agent execution failed: agent stopped after receiving a termination signal"],
+        "{run:?}"
+    );
+    assert_eq!(
+        text_lines(&run, "run finished", &["duration_ms"]),
+        ["INFO run finished result=stopped ran=1 skipped=0 failed=0 duration_ms=N"],
+        "{run:?}"
+    );
+}
