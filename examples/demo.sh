@@ -125,15 +125,17 @@ plan() {
 }
 
 # A stage run (stdout and stderr). The first is shown whole; later ones without
-# the legacy banner and the steps' own output (it is in the step logs).
+# the legacy banner, the steps' own output (it is in the step logs), the start line
+# and the per-step result lines (the "run finished" line sums them up).
 banner_shown=false
 run() {
     local mode=$1 version=$2 rc=0 out
     out=$(agent_env "$version" "$agent" "$mode" "$root" "$hsandbox/packages/$pkg-$version" 2>&1) || rc=$?
     if $banner_shown; then
-        echo "==> agent $mode $root $hsandbox/packages/$pkg-$version   (banner, step output left out)"
+        echo "==> agent $mode $root $hsandbox/packages/$pkg-$version   (excerpt: headers and result)"
         # The banner is the block from its first dashed line to the next.
-        awk 'NR == 1 && /^-+$/ { skip = 1; next } skip && /^-+$/ { skip = 0; next } !skip && !/^\[/' <<<"$out"
+        awk 'NR == 1 && /^-+$/ { skip = 1; next } skip && /^-+$/ { skip = 0; next }
+             !skip && !/^\[/ && !/ INFO (run started|step finished) /' <<<"$out"
     else
         echo "==> agent $mode $root $hsandbox/packages/$pkg-$version"
         printf '%s\n' "$out"
