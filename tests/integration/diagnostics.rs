@@ -198,14 +198,10 @@ fn a_failed_interrupt_operation_names_the_operation_in_json() {
     host.mkdir(COPY_DIR);
     host.set_fake_tool("systemctl", "exit 4");
     let run = host
-        .agent()
+        .interrupt(&b64(
+            br#"{"type":"service_restart","services":["kubelet"]}"#,
+        ))
         .env("SKYHOOK_AGENT_LOG_FORMAT", "json")
-        .args([
-            "interrupt",
-            &host.root_str(),
-            COPY_DIR,
-            &b64(br#"{"type":"service_restart","services":["kubelet"]}"#),
-        ])
         .run();
     run.assert_code(1);
     let lines = json_lines(&run);
