@@ -15,21 +15,21 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime};
 
-use agent_core::banner::{self, Invocation};
-use agent_core::errors::Chain;
-use agent_core::execution::{self, Output};
-use agent_core::hostfs::HostFs;
-use agent_core::identity::ResourceId;
-use agent_core::interrupt::Interrupt;
-use agent_core::interrupts::{self, InterruptOutcome, InterruptSettings};
-use agent_core::locks;
-use agent_core::package::PackageConfig;
-use agent_core::preflight;
-use agent_core::results::{self, OperationResult, RunRecord};
-use agent_core::runtime::{LogFormat, Runtime};
-use agent_core::stage::{self, StageContext, join_under};
-use agent_core::step::Mode;
-use agent_core::timestamp;
+use agent_core::Interrupt;
+use agent_core::compat::banner::{self, Invocation};
+use agent_core::compat::timestamp;
+use agent_core::exec::{self, Output};
+use agent_core::host::errors::Chain;
+use agent_core::host::fs::HostFs;
+use agent_core::host::preflight;
+use agent_core::host::runtime::{LogFormat, Runtime};
+use agent_core::interrupt::runner::{self as interrupts, InterruptOutcome, InterruptSettings};
+use agent_core::package::config::PackageConfig;
+use agent_core::package::identity::ResourceId;
+use agent_core::package::step::Mode;
+use agent_core::stage::run::{self as stage, StageContext, join_under};
+use agent_core::state::locks;
+use agent_core::state::results::{self, OperationResult, RunRecord};
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
@@ -54,7 +54,7 @@ const EXIT_USAGE: u8 = 2;
 pub fn main(args: Vec<OsString>) -> ExitCode {
     // SPEC §9.5: two kinds with one wire name would make decoding ambiguous, and a kind whose
     // example does not decode back to itself is declared wrong.
-    if let Err(e) = agent_core::registry::check() {
+    if let Err(e) = agent_core::plugin::registry::check() {
         eprint_out(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }
@@ -264,12 +264,12 @@ fn run_operator(
         .context("starting the async runtime")?;
     tokio.block_on(async {
         let cancel = signals::install()?;
-        let mut exec = execution::Config {
+        let mut exec = exec::Config {
             output,
             cancel,
             stop_grace: rt.stop_grace,
             timeout: rt.step_timeout,
-            runner: std::sync::Arc::new(execution::ProcessRunner::default()),
+            runner: std::sync::Arc::new(exec::ProcessRunner::default()),
         };
         let Some(mode) = stage_mode else {
             return run_interrupt(
@@ -351,7 +351,7 @@ async fn run_interrupt(
     rt: &Runtime,
     rid: &ResourceId,
     fs: HostFs,
-    exec: execution::Config,
+    exec: exec::Config,
     copy_dir: &Path,
     data: &str,
     operations_out: &mut Vec<OperationResult>,
@@ -374,7 +374,7 @@ async fn run_interrupt(
         &exec.cancel,
     )
     .await?;
-    let exec = execution::Config {
+    let exec = exec::Config {
         runner: runner_for(&lock),
         ..exec
     };
@@ -389,7 +389,7 @@ async fn run_interrupt(
         copy_dir: copy_dir.to_path_buf(),
         base_env,
         reboot_max_attempts: rt.reboot_max_attempts,
-        reboot_wait: agent_core::interrupts::REBOOT_WAIT,
+        reboot_wait: agent_core::interrupt::runner::REBOOT_WAIT,
     };
     let type_name = decoded.interrupt.type_name();
     let started = SystemTime::now();
@@ -426,10 +426,10 @@ async fn run_interrupt(
 /// The process runner for a run holding `lock`: it records each operation's process group
 /// in the lock file, so that the next run can wait for one a killed agent left running
 /// (SPEC §10).
-fn runner_for(lock: &locks::Lock) -> std::sync::Arc<dyn execution::Runner> {
+fn runner_for(lock: &locks::Lock) -> std::sync::Arc<dyn exec::Runner> {
     std::sync::Arc::new(match lock.group_recorder() {
-        Some(recorder) => execution::ProcessRunner::recording(recorder),
-        None => execution::ProcessRunner::default(),
+        Some(recorder) => exec::ProcessRunner::recording(recorder),
+        None => exec::ProcessRunner::default(),
     })
 }
 
@@ -446,7 +446,7 @@ fn init_logging(rt: &Runtime) {
     // it cannot write, and the subscriber must not report that on the same stderr.
     let stderr = Output::process().stderr;
     let builder = tracing_subscriber::fmt()
-        .with_writer(move || execution::LossyWriter(stderr.clone()))
+        .with_writer(move || exec::LossyWriter(stderr.clone()))
         .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)

@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use agent_core::step::Mode;
+use agent_core::package::step::Mode;
 
 /// Usage text printed by `--help` and after every usage error.
 pub const USAGE: &str = "\

@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use agent_core::execution::{Cancel, CancelHandle};
+use agent_core::exec::{Cancel, CancelHandle};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::warn;
 

@@ -1,43 +1,39 @@
 //! agent-core: everything the node agent knows, with no interrupt-kind-specific code.
 //!
 //! The core orchestrates: it parses the package, decides which steps run, runs them chrooted
-//! into the host, and keeps markers, history and logs on the host through [`hostfs`].
-//! Interrupt kinds plug in through [`interrupt::Interrupt`]; a plugin crate depends on this
-//! crate and serde only, using the re-exports below.
+//! into the host, and keeps markers, history and logs on the host through [`host::fs`].
+//! Interrupt kinds plug in through [`Interrupt`]; a plugin crate depends on this crate and
+//! serde only, using the re-exports below. The layers, bottom up (docs/architecture.md):
+//!
+//! - [`compat`]: byte formats the upstream agents defined (Python repr, Go JSON, timestamps,
+//!   the banner).
+//! - [`host`]: the host root as a rooted filesystem, the run's environment, pre-flight.
+//! - [`exec`]: running one process tree: spawn, relay, timeouts, signals.
+//! - [`package`]: the package model: config.json, steps, identity, validation.
+//! - [`state`]: every file the agent keeps on the host, one owner per format.
+//! - [`plugin`]: the contract interrupt kinds implement, and their registry.
+//! - [`stage`]: one stage run (decide, execute, record) and its plan.
+//! - [`interrupt`](mod@interrupt): one interrupt run: operations, markers, the reboot protocol.
 
-pub mod banner;
-pub mod errors;
-pub mod execution;
-pub mod gojson;
-pub mod history;
-pub mod hostfs;
-pub mod identity;
+pub mod compat;
+pub mod exec;
+pub mod host;
 pub mod interrupt;
-pub mod interrupts;
-pub mod locks;
-pub mod logs;
-pub mod markers;
 pub mod package;
-pub mod plan;
-pub mod preflight;
-pub mod pyrepr;
-pub mod registry;
-pub mod results;
-pub mod runtime;
+pub mod plugin;
 pub mod stage;
-pub mod status;
-pub mod step;
+pub mod state;
+
 #[cfg(any(test, feature = "testing"))]
-pub mod testing;
-pub mod timestamp;
-pub mod validate;
+pub use plugin::testing;
+pub use plugin::validate;
 
 // The paths `#[interrupt]` emits (`::agent_core::...`) also resolve inside this crate.
 extern crate self as agent_core;
 
 pub use async_trait::async_trait;
-pub use execution::Status;
-pub use interrupt::{
+pub use exec::Status;
+pub use plugin::contract::{
     BoxError, Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError,
     InterruptKind, Named,
 };
@@ -60,6 +56,7 @@ pub use agent_macros::interrupt;
 /// Used by [`macro@interrupt`]; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::plugin::registry::InterruptDescriptor;
     pub use inventory;
 
     /// Implemented by [`macro@crate::interrupt`] only.

@@ -13,14 +13,14 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agent_core::hostfs::HostFs;
-use agent_core::identity::ResourceId;
-use agent_core::interrupt::{DecodeError, MAX_PAYLOAD_BYTES};
-use agent_core::package::PackageConfig;
-use agent_core::step::{Mode, Step};
-use agent_core::{
-    BoxError, Interrupt, InterruptContext, InterruptError, InterruptKind, logs, pyrepr, timestamp,
-};
+use agent_core::compat::{pyrepr, timestamp};
+use agent_core::host::fs::HostFs;
+use agent_core::package::config::PackageConfig;
+use agent_core::package::identity::ResourceId;
+use agent_core::package::step::{Mode, Step};
+use agent_core::plugin::contract::{DecodeError, MAX_PAYLOAD_BYTES};
+use agent_core::state::logs;
+use agent_core::{BoxError, Interrupt, InterruptContext, InterruptError, InterruptKind};
 use base64::Engine as _;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;

@@ -320,7 +320,7 @@ fn emit(args: &Args, imp: &ItemImpl) -> proc_macro2::TokenStream {
             use ::agent_core::typetag;
 
             ::agent_core::__private::inventory::submit! {
-                ::agent_core::registry::InterruptDescriptor::new::<#kind>(::core::module_path!())
+                ::agent_core::__private::InterruptDescriptor::new::<#kind>(::core::module_path!())
             }
 
             #[typetag::serde(name = #type_name)]

@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use agent_core::package::PackageConfig;
+use agent_core::package::config::PackageConfig;
 use libfuzzer_sys::fuzz_target;
 
 fn single_component(s: &str) -> bool {

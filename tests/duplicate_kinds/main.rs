@@ -33,12 +33,14 @@ const MESSAGE: &str = r#"interrupt type "no_op" is registered twice: by duplicat
 
 #[test]
 fn check_unique_names_both_modules_of_a_duplicate_type() {
-    let err =
-        agent_core::registry::check_unique().expect_err("two kinds named no_op must be reported");
+    let err = agent_core::plugin::registry::check_unique()
+        .expect_err("two kinds named no_op must be reported");
     assert_eq!(err.type_name, "no_op");
     assert_eq!(err.to_string(), MESSAGE);
     assert_eq!(
-        agent_core::registry::check().unwrap_err().to_string(),
+        agent_core::plugin::registry::check()
+            .unwrap_err()
+            .to_string(),
         MESSAGE
     );
 }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use agent_core::execution::Output;
+use agent_core::exec::Output;
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 

@@ -3,9 +3,10 @@
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use agent_core::execution::Output;
-use agent_core::interrupt::{DecodeError, Interrupt};
-use agent_core::registry;
+use agent_core::Interrupt;
+use agent_core::exec::Output;
+use agent_core::plugin::contract::DecodeError;
+use agent_core::plugin::registry;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Interrupts {

@@ -10,7 +10,7 @@ pub mod validate;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use agent_core::execution::Output;
+use agent_core::exec::Output;
 use clap::{Parser, Subcommand};
 
 /// Names that select a subcommand instead of an operator form.

@@ -6,14 +6,16 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use agent_core::execution::Output;
-use agent_core::hostfs::HostFs;
-use agent_core::interrupt::Interrupt;
-use agent_core::plan::{self, InterruptPlan, OverlayDiff, PlannedAction, PlannedWrite, StagePlan};
-use agent_core::preflight;
-use agent_core::pyrepr;
-use agent_core::runtime::Runtime;
-use agent_core::step::Mode;
+use agent_core::Interrupt;
+use agent_core::compat::pyrepr;
+use agent_core::exec::Output;
+use agent_core::host::fs::HostFs;
+use agent_core::host::preflight;
+use agent_core::host::runtime::Runtime;
+use agent_core::package::step::Mode;
+use agent_core::stage::plan::{
+    self, InterruptPlan, OverlayDiff, PlannedAction, PlannedWrite, StagePlan,
+};
 use anyhow::Context as _;
 
 use super::interrupts::Format;

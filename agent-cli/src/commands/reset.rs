@@ -2,28 +2,28 @@
 //! removing its completion state, after showing what it would remove (SPEC §1.4, ext).
 //!
 //! Every path comes from the module that owns it: step markers from
-//! [`StepMarkers`](agent_core::stage::StepMarkers), interrupt markers from
-//! [`agent_core::markers`], locks from [`agent_core::locks`], the record from
-//! [`agent_core::results`].
+//! [`StepMarkers`](agent_core::stage::run::StepMarkers), interrupt markers from
+//! [`agent_core::state::markers`], locks from [`agent_core::state::locks`], the record from
+//! [`agent_core::state::results`].
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use agent_core::execution::Output;
-use agent_core::hostfs::{HostFs, is_temp_name};
-use agent_core::identity::ResourceId;
-use agent_core::interrupts;
-use agent_core::locks::{self, Holder, TryLock};
-use agent_core::markers;
-use agent_core::package::PackageConfig;
-use agent_core::results::{self, OperationResult, RunRecord};
-use agent_core::runtime::Runtime;
-use agent_core::stage::{StepMarkers, join_under};
-use agent_core::status::{self, RESET_MODE};
-use agent_core::step::Mode;
-use agent_core::timestamp;
+use agent_core::compat::timestamp;
+use agent_core::exec::Output;
+use agent_core::host::fs::{HostFs, is_temp_name};
+use agent_core::host::runtime::Runtime;
+use agent_core::interrupt::runner as interrupts;
+use agent_core::package::config::PackageConfig;
+use agent_core::package::identity::ResourceId;
+use agent_core::package::step::Mode;
+use agent_core::stage::run::{StepMarkers, join_under};
+use agent_core::state::locks::{self, Holder, TryLock};
+use agent_core::state::markers;
+use agent_core::state::results::{self, OperationResult, RunRecord};
+use agent_core::state::status::{self, RESET_MODE};
 use serde::Serialize;
 
 use super::interrupts::Format;
@@ -551,5 +551,5 @@ fn render(r: &Report) -> String {
 }
 
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    agent_core::errors::Chain(e).to_string()
+    agent_core::host::errors::Chain(e).to_string()
 }

@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_core::execution::Output;
-use agent_core::hostfs::HostFs;
-use agent_core::locks::Holder;
-use agent_core::results::RunRecord;
-use agent_core::runtime::Runtime;
-use agent_core::status::{self, HostStatus, InterruptStatus, StatusError, Verdict};
+use agent_core::exec::Output;
+use agent_core::host::fs::HostFs;
+use agent_core::host::runtime::Runtime;
+use agent_core::state::locks::Holder;
+use agent_core::state::results::RunRecord;
+use agent_core::state::status::{self, HostStatus, InterruptStatus, StatusError, Verdict};
 use serde::Serialize;
 
 use super::interrupts::Format;
@@ -269,7 +269,7 @@ fn run_line(run: &RunRecord) -> String {
             .filter(|o| o.decision == decision)
             .count()
     };
-    let what = if run.mode == agent_core::status::RESET_MODE {
+    let what = if run.mode == agent_core::state::status::RESET_MODE {
         format!("{} removed", count("removed"))
     } else {
         let ran = count("ran");

@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_core::execution::Output;
-use agent_core::package::{self, Finding, PackageConfig, Severity};
+use agent_core::exec::Output;
+use agent_core::package::config::{self as package, Finding, PackageConfig, Severity};
 use serde::Serialize;
 
 use super::interrupts::Format;

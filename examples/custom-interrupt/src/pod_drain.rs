@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use agent_core::validate::{self, InvalidField};
+use agent_core::plugin::validate::{self, InvalidField};
 use agent_core::{
     BoxError, Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind,
 };
@@ -161,8 +161,8 @@ impl InterruptKind for PodDrain {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
-    use agent_core::execution::Termination;
-    use agent_core::interrupts::{InterruptOutcome, OperationRecord};
+    use agent_core::exec::Termination;
+    use agent_core::interrupt::runner::{InterruptOutcome, OperationRecord};
     use agent_core::testing::{Conformance, TestHost, assert_kind};
 
     use super::*;

@@ -32,17 +32,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::execution::{
+use crate::exec::{
     self, Cancel, CancelHandle, ExecError, MemorySink, Outcome, Output, ProcessSpec, Runner,
     Termination,
 };
-use crate::hostfs::HostFs;
-use crate::interrupt::{CompletionPolicy, Interrupt, InterruptKind};
-use crate::interrupts::{
+use crate::host::fs::HostFs;
+use crate::interrupt::runner::{
     self, InterruptError, InterruptOutcome, InterruptSettings, OperationRecord, PlannedAction,
     PlannedOperation,
 };
-use crate::registry;
+use crate::plugin::contract::{CompletionPolicy, Interrupt, InterruptKind};
+use crate::plugin::registry;
 
 /// Records every command line and answers with scripted terminations (exit 0 once the script
 /// is used up). Nothing is spawned.
@@ -92,7 +92,7 @@ impl ScriptedRunner {
 impl Runner for ScriptedRunner {
     async fn run(
         &self,
-        cfg: &execution::Config,
+        cfg: &exec::Config,
         spec: &ProcessSpec,
         _log: Option<&mut File>,
     ) -> Result<Outcome, ExecError> {
@@ -156,7 +156,7 @@ impl TestHost {
         let (cancel, token) = Cancel::new();
         let settings = InterruptSettings {
             fs: HostFs::new(root),
-            exec: execution::Config {
+            exec: exec::Config {
                 output: Output::new(stdout.clone(), Arc::new(MemorySink::default())),
                 cancel: token,
                 stop_grace: Duration::from_millis(10),
@@ -168,7 +168,7 @@ impl TestHost {
             log_dir: Some("/var/log/skyhook/pkg/1.0.0".into()),
             copy_dir: "/var/lib/skyhook/pkg-1.0.0".into(),
             base_env: Vec::new(),
-            reboot_max_attempts: crate::runtime::DEFAULT_REBOOT_MAX_ATTEMPTS,
+            reboot_max_attempts: crate::host::runtime::DEFAULT_REBOOT_MAX_ATTEMPTS,
             reboot_wait: Duration::from_millis(50),
         };
         let host = Self {
@@ -246,7 +246,7 @@ impl TestHost {
     ) {
         match <dyn Interrupt>::from_json_bytes(payload.as_bytes()) {
             Ok(decoded) => {
-                interrupts::run_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await
+                runner::run_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await
             }
             Err(e) => (Err(e.into()), Vec::new()),
         }
@@ -272,7 +272,7 @@ impl TestHost {
     pub async fn plan(&self, payload: &str) -> Result<Vec<PlannedOperation>, InterruptError> {
         let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())?;
         let (planned, result) =
-            interrupts::plan_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await;
+            runner::plan_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await;
         result.map(|()| planned)
     }
 
@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     #[should_panic(
-        expected = "assert_kind::<agent_core::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
+        expected = "assert_kind::<agent_core::plugin::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
     )]
     fn a_kind_that_swallows_a_failure_fails_the_check() {
         assert_kind::<SwallowsFailure>();
@@ -723,7 +723,7 @@ mod tests {
         let d = registry::find("unserialized").unwrap();
         assert_eq!(
             registry::check_example(d).unwrap_err().to_string(),
-            r#"interrupt kind "unserialized" (module agent_core::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
+            r#"interrupt kind "unserialized" (module agent_core::plugin::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
         );
         assert!(registry::check_example(registry::find("two_steps").unwrap()).is_ok());
     }

@@ -422,7 +422,7 @@ impl HostFs {
         let names = match self.list_dir(dir) {
             Ok(names) => names,
             Err(err) => {
-                tracing::debug!(dir = %dir.display(), error = %crate::errors::Chain(&err), "cannot list directory for stale temp files");
+                tracing::debug!(dir = %dir.display(), error = %crate::host::errors::Chain(&err), "cannot list directory for stale temp files");
                 return 0;
             }
         };
@@ -435,7 +435,7 @@ impl HostFs {
                     if now.duration_since(modified).unwrap_or_default() >= min_age => {}
                 Ok(_) => continue,
                 Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %crate::errors::Chain(&err), "cannot inspect temp file");
+                    tracing::debug!(file = %path.display(), error = %crate::host::errors::Chain(&err), "cannot inspect temp file");
                     continue;
                 }
             }
@@ -443,7 +443,7 @@ impl HostFs {
                 Ok(true) => removed += 1,
                 Ok(false) => {}
                 Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %crate::errors::Chain(&err), "cannot remove stale temp file");
+                    tracing::debug!(file = %path.display(), error = %crate::host::errors::Chain(&err), "cannot remove stale temp file");
                 }
             }
         }
@@ -934,7 +934,7 @@ mod tests {
     fn permissions_do_not_depend_on_the_umask() {
         let (dir, _fs) = host();
         run_child(
-            "hostfs::tests::child_writes_under_umask_0777",
+            "host::fs::tests::child_writes_under_umask_0777",
             dir.path(),
             || {
                 // SAFETY: umask(2) cannot fail and is async-signal-safe.
@@ -975,7 +975,7 @@ mod tests {
             .unwrap();
         // RLIMIT_FSIZE makes write(2) fail with EFBIG past 4 KiB, like a full disk would.
         run_child(
-            "hostfs::tests::child_writes_past_the_file_size_limit",
+            "host::fs::tests::child_writes_past_the_file_size_limit",
             dir.path(),
             || {
                 let limit = libc::rlimit {

@@ -10,25 +10,25 @@ use std::time::SystemTime;
 
 use tracing::{debug, info, warn};
 
-use crate::errors::Chain;
-use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
-use crate::history::{self, UNKNOWN_VERSION};
-use crate::hostfs::{HostFs, HostFsError};
-use crate::locks::{self, LockError};
-use crate::logs::RunLogs;
-use crate::markers;
-use crate::package::PackageConfig;
-use crate::results::OperationResult;
-use crate::runtime::Runtime;
-use crate::step::{Mode, Step};
-use crate::timestamp;
+use crate::compat::timestamp;
+use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
+use crate::host::errors::Chain;
+use crate::host::fs::{HostFs, HostFsError};
+use crate::host::runtime::Runtime;
+use crate::package::config::PackageConfig;
+use crate::package::step::{Mode, Step};
+use crate::state::history::{self, UNKNOWN_VERSION};
+use crate::state::locks::{self, LockError};
+use crate::state::logs::RunLogs;
+use crate::state::markers;
+use crate::state::results::OperationResult;
 
 /// Everything a stage run needs from its caller.
 #[derive(Debug, Clone, Copy)]
 pub struct StageContext<'a> {
     pub fs: &'a HostFs,
     pub runtime: &'a Runtime,
-    pub exec: &'a execution::Config,
+    pub exec: &'a exec::Config,
     /// COPY_DIR, host-absolute.
     pub copy_dir: &'a Path,
     /// The agent's own environment, the base of every step's environment.
@@ -441,7 +441,7 @@ async fn finish_checks(
         let lock = locks::acquire(
             fs,
             &check_results_lock_path(&rt.state_dir),
-            crate::interrupts::read_boot_id(fs).ok().as_deref(),
+            crate::interrupt::runner::read_boot_id(fs).ok().as_deref(),
             &cx.exec.cancel,
         )
         .await
@@ -658,14 +658,14 @@ async fn run_step(
     if outcome.timed_out {
         return Err(StageError::TimedOut {
             path: step.path.clone(),
-            seconds: crate::interrupts::format_seconds(cx.exec.timeout),
+            seconds: crate::interrupt::runner::format_seconds(cx.exec.timeout),
         });
     }
     if status == Status::Failed {
         return Err(StageError::StepFailed {
             path: step.path.clone(),
             termination: outcome.termination,
-            accepted: crate::pyrepr::repr_int_list(&step.returncodes),
+            accepted: crate::compat::pyrepr::repr_int_list(&step.returncodes),
         });
     }
     Ok(())

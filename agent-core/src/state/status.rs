@@ -12,13 +12,13 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::history::UNKNOWN_VERSION;
-use crate::hostfs::{HostFs, HostFsError, is_temp_name};
-use crate::identity::ResourceId;
-use crate::interrupts;
-use crate::locks::{self, Holder};
-use crate::results::{self, RunRecord};
-use crate::runtime::Runtime;
+use crate::host::fs::{HostFs, HostFsError, is_temp_name};
+use crate::host::runtime::Runtime;
+use crate::interrupt::runner;
+use crate::package::identity::ResourceId;
+use crate::state::history::UNKNOWN_VERSION;
+use crate::state::locks::{self, Holder};
+use crate::state::results::{self, RunRecord};
 
 /// The one-word answer of `agent status`, overall and per package or interrupt resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -266,10 +266,10 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let flags = rt.flags_dir();
     let mut note = |what: &str, e: &dyn std::fmt::Display| problems.push(format!("{what}: {e}"));
 
-    let boot_id = match interrupts::read_boot_id(fs) {
+    let boot_id = match runner::read_boot_id(fs) {
         Ok(id) => Some(id),
         Err(e) => {
-            note("boot ID", &crate::errors::Chain(&e));
+            note("boot ID", &crate::host::errors::Chain(&e));
             None
         }
     };
@@ -278,7 +278,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         Ok(Some(bytes)) => parse_check_results(&String::from_utf8_lossy(&bytes)),
         Ok(None) => Vec::new(),
         Err(e) => {
-            note("check results", &crate::errors::Chain(&e));
+            note("check results", &crate::host::errors::Chain(&e));
             Vec::new()
         }
     };
@@ -421,7 +421,10 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
                 match results::read(fs, &results::path(state, &name, &version, mode)) {
                     Ok(Some(record)) => runs.push(record),
                     Ok(None) => {}
-                    Err(e) => note(&format!("results record {file}"), &crate::errors::Chain(&e)),
+                    Err(e) => note(
+                        &format!("results record {file}"),
+                        &crate::host::errors::Chain(&e),
+                    ),
                 }
             }
             runs.sort_by_cached_key(|r| sort_time(&r.finished));
@@ -637,7 +640,7 @@ fn list(
     fs.list_dir(dir).unwrap_or_else(|e| {
         note(
             &format!("listing {}", dir.display()),
-            &crate::errors::Chain(&e),
+            &crate::host::errors::Chain(&e),
         );
         Vec::new()
     })
@@ -736,7 +739,7 @@ fn interrupt_status(
             .contains("attempts")
             .then(|| read(&format!("{stem}.attempts"), note).ok().flatten())
             .flatten()
-            .and_then(|text| interrupts::parse_attempts(&text, boot_id?));
+            .and_then(|text| runner::parse_attempts(&text, boot_id?));
         let op = if exts.contains("complete") {
             let (state, detail) = match read(&format!("{stem}.complete"), note) {
                 Err(reason) => (
@@ -745,7 +748,7 @@ fn interrupt_status(
                 ),
                 Ok(content) => {
                     let content = content.unwrap_or_default();
-                    if crate::markers::is_corrupt(content.as_bytes()) {
+                    if crate::state::markers::is_corrupt(content.as_bytes()) {
                         (
                             "unknown",
                             "corrupt completion marker: the next run does the operation again"
@@ -897,7 +900,7 @@ fn lock_holder(
 }
 
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    crate::errors::Chain(e).to_string()
+    crate::host::errors::Chain(e).to_string()
 }
 
 /// `(type, index, stem)` of `<TYPE>_<i>`; `(stem, 0, stem)` for an unindexed marker.

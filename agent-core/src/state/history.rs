@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::hostfs::{HostFs, HostFsError};
-use crate::timestamp::rfc3339_nano;
+use crate::compat::timestamp::rfc3339_nano;
+use crate::host::fs::{HostFs, HostFsError};
 
 /// The version an upgrade starts from when history is missing, empty or corrupt.
 pub const UNKNOWN_VERSION: &str = "unknown";

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::pyrepr;
+use crate::compat::pyrepr;
 
 /// A stage mode of SPEC §1.1 (every MODE except `interrupt`, which is not a stage).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -14,8 +14,8 @@ use std::time::SystemTime;
 
 use tracing::{debug, warn};
 
-use crate::hostfs::{HostFs, HostFsError};
-use crate::timestamp::{format_log_stamp, log_stamp, parse_log_stamp};
+use crate::compat::timestamp::{format_log_stamp, log_stamp, parse_log_stamp};
+use crate::host::fs::{HostFs, HostFsError};
 
 /// How many logs of one step (or interrupt) are kept.
 pub const RETAINED_LOGS: usize = 5;

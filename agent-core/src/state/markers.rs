@@ -4,7 +4,7 @@
 //! must not run again, so the names are those agents' names byte for byte. Only names and
 //! contents live here; reading and writing them goes through the rooted host I/O.
 
-use crate::{gojson, pyrepr};
+use crate::compat::{gojson, pyrepr};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::collections::BTreeMap;
@@ -235,9 +235,9 @@ pub fn is_corrupt(content: &[u8]) -> bool {
 /// that is not [corrupt](is_corrupt). A corrupt one means "unknown": the safe action, running
 /// again, is taken with a warning. Anything other than a regular file at the path is an error.
 pub fn is_done(
-    fs: &crate::hostfs::HostFs,
+    fs: &crate::host::fs::HostFs,
     path: &std::path::Path,
-) -> Result<bool, crate::hostfs::HostFsError> {
+) -> Result<bool, crate::host::fs::HostFsError> {
     match fs.read(path)? {
         None => Ok(false),
         Some(content) if is_corrupt(&content) => {
@@ -255,7 +255,7 @@ pub fn is_done(
 #[cfg(test)]
 mod is_done_tests {
     use super::is_done;
-    use crate::hostfs::HostFs;
+    use crate::host::fs::HostFs;
     use std::path::Path;
 
     #[test]

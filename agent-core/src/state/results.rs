@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::execution::{Outcome, Termination};
-use crate::hostfs::{HostFs, HostFsError};
+use crate::exec::{Outcome, Termination};
+use crate::host::fs::{HostFs, HostFsError};
 
 /// One run of the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

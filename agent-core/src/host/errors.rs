@@ -29,7 +29,7 @@ mod tests {
 
     #[test]
     fn shows_every_cause_on_one_line() {
-        let e = crate::hostfs::HostFsError::Io {
+        let e = crate::host::fs::HostFsError::Io {
             op: "writing",
             path: "/state/results/pkg/1.0.0/apply.json".into(),
             source: std::io::Error::from_raw_os_error(libc::ENOSPC),

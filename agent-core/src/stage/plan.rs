@@ -1,9 +1,9 @@
 //! `agent plan` (SPEC §1.4, ext): what a stage or interrupt run would do on this host, with
 //! nothing run and nothing written.
 //!
-//! A stage plan applies the run's own decision table ([`stage::decide`]) to the run's own
+//! A stage plan applies the run's own decision table ([`run::decide`]) to the run's own
 //! markers ([`StepMarkers`]); an interrupt plan runs the kind against a dry-run
-//! [`InterruptContext`](crate::interrupt::InterruptContext), which judges each operation
+//! [`InterruptContext`](crate::plugin::contract::InterruptContext), which judges each operation
 //! with the run's marker and boot-ID rules and runs nothing. Reading state never repairs it:
 //! a corrupt history file is reported, not moved aside.
 
@@ -16,19 +16,19 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::execution::{self, Cancel, ExecError, MemorySink, Outcome, Output, ProcessSpec};
-use crate::hostfs::{HostFs, HostFsError};
-use crate::identity::ResourceId;
-use crate::interrupt::Interrupt;
-use crate::interrupts::{self, InterruptError, InterruptSettings};
-pub use crate::interrupts::{PlannedAction, PlannedOperation};
-use crate::package::{ConfigError, Finding, PackageConfig};
-use crate::preflight::{self, PreflightError};
-use crate::results;
-use crate::runtime::Runtime;
-use crate::stage::{self, Decision, StepMarkers, join_under};
-use crate::status;
-use crate::step::Mode;
+use crate::exec::{self, Cancel, ExecError, MemorySink, Outcome, Output, ProcessSpec};
+use crate::host::fs::{HostFs, HostFsError};
+use crate::host::preflight::{self, PreflightError};
+use crate::host::runtime::Runtime;
+use crate::interrupt::runner::{self, InterruptError, InterruptSettings};
+pub use crate::interrupt::runner::{PlannedAction, PlannedOperation};
+use crate::package::config::{ConfigError, Finding, PackageConfig};
+use crate::package::identity::ResourceId;
+use crate::package::step::Mode;
+use crate::plugin::contract::Interrupt;
+use crate::stage::run::{self, Decision, StepMarkers, join_under};
+use crate::state::results;
+use crate::state::status;
 
 /// Why no plan could be made (the run itself would fail the same way, exit 1).
 #[derive(Debug, thiserror::Error)]
@@ -256,7 +256,7 @@ pub fn plan_stage(
         // SPEC §6.7: the run checks these before any step.
         for entry in &config.expected_config_files {
             if let Err(e) = preflight::check_config_file(&source.join("configmaps"), entry) {
-                failure.get_or_insert(crate::errors::Chain(&e).to_string());
+                failure.get_or_insert(crate::host::errors::Chain(&e).to_string());
             }
         }
         let overlay = source.join("root_dir");
@@ -277,7 +277,7 @@ pub fn plan_stage(
         None,
     ));
     writes.push(PlannedWrite::new(
-        display(&crate::locks::package_lock_path(
+        display(&crate::state::locks::package_lock_path(
             &rt.state_dir,
             &config.package_name,
         )),
@@ -293,7 +293,7 @@ pub fn plan_stage(
             notes.push(format!(
                 "{}: {problem}; the previous version would be {}",
                 file.display(),
-                crate::history::UNKNOWN_VERSION
+                crate::state::history::UNKNOWN_VERSION
             ));
             if history.corrupt {
                 writes.push(PlannedWrite::new(
@@ -327,7 +327,7 @@ pub fn plan_stage(
                 "checking the markers of step {:?}",
                 step.path
             )))?;
-            stage::decide(mode, step, completed, rt.always_run_step)
+            run::decide(mode, step, completed, rt.always_run_step)
         };
         let mut markers_present = Vec::new();
         for marker in markers
@@ -522,7 +522,7 @@ pub async fn plan_interrupt(
     let (_handle, cancel) = Cancel::new();
     let settings = InterruptSettings {
         fs: fs.clone(),
-        exec: execution::Config {
+        exec: exec::Config {
             // A dry run prints nothing itself; the caller renders the plan.
             output: Output::new(
                 Arc::new(MemorySink::default()),
@@ -541,11 +541,14 @@ pub async fn plan_interrupt(
         copy_dir: copy_dir.to_path_buf(),
         base_env: env,
         reboot_max_attempts: rt.reboot_max_attempts,
-        reboot_wait: interrupts::REBOOT_WAIT,
+        reboot_wait: runner::REBOOT_WAIT,
     };
-    let (operations, result) = interrupts::plan_interrupt(settings, interrupt).await;
-    let mut failure = resolv_failure(fs.root(), rt)
-        .or_else(|| result.err().map(|e| crate::errors::Chain(&e).to_string()));
+    let (operations, result) = runner::plan_interrupt(settings, interrupt).await;
+    let mut failure = resolv_failure(fs.root(), rt).or_else(|| {
+        result
+            .err()
+            .map(|e| crate::host::errors::Chain(&e).to_string())
+    });
     if failure.is_none() {
         failure = operations
             .iter()
@@ -595,7 +598,10 @@ pub async fn plan_interrupt(
         ));
     }
     writes.push(PlannedWrite::new(
-        display(&crate::locks::interrupt_lock_path(&rt.state_dir, &rid.id)),
+        display(&crate::state::locks::interrupt_lock_path(
+            &rt.state_dir,
+            &rid.id,
+        )),
         WriteKind::Lock,
         None,
     ));
@@ -615,7 +621,7 @@ pub async fn plan_interrupt(
         payload: interrupt.to_json(),
         resource_id: rid.id.clone(),
         markers_dir: display(&markers_dir),
-        boot_id: interrupts::read_boot_id(fs).ok(),
+        boot_id: runner::read_boot_id(fs).ok(),
         operations,
         writes,
         failure,
@@ -627,10 +633,10 @@ pub async fn plan_interrupt(
 struct NothingRuns;
 
 #[async_trait::async_trait]
-impl execution::Runner for NothingRuns {
+impl exec::Runner for NothingRuns {
     async fn run(
         &self,
-        _cfg: &execution::Config,
+        _cfg: &exec::Config,
         spec: &ProcessSpec,
         _log: Option<&mut std::fs::File>,
     ) -> Result<Outcome, ExecError> {
@@ -713,7 +719,7 @@ fn overlay_write(fs: &HostFs, host_path: &Path, source: &Path) -> PlannedWrite {
                 write.note = Some("same content, other permission bits".to_owned());
             }
         }
-        Err(e) => write.note = Some(crate::errors::Chain(&e).to_string()),
+        Err(e) => write.note = Some(crate::host::errors::Chain(&e).to_string()),
     }
     write
 }
@@ -743,7 +749,9 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
     let old = match fs.read(Path::new(&write.path)) {
         Ok(b) => b.unwrap_or_default(),
         Err(e) => {
-            return Some(OverlayDiff::NotShown(crate::errors::Chain(&e).to_string()));
+            return Some(OverlayDiff::NotShown(
+                crate::host::errors::Chain(&e).to_string(),
+            ));
         }
     };
     if old.len().max(new.len()) > DIFF_MAX_BYTES {

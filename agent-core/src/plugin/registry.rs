@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 
-use crate::interrupt::{Interrupt, InterruptKind, field_names};
+use crate::plugin::contract::{Interrupt, InterruptKind, field_names};
 
 /// What `agent interrupts list` shows of one kind.
 #[derive(Debug, Clone, Copy, serde::Serialize)]

@@ -26,9 +26,9 @@ use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 use tracing::info;
 
-use crate::execution::{Cancel, GroupRecorder};
-use crate::hostfs::{HostFs, HostFsError};
-use crate::timestamp;
+use crate::compat::timestamp;
+use crate::exec::{Cancel, GroupRecorder};
+use crate::host::fs::{HostFs, HostFsError};
 
 /// How often a waiting agent retries.
 const POLL: Duration = Duration::from_millis(100);
@@ -67,7 +67,7 @@ impl Lock {
     }
 
     /// Records each operation's process group in the lock file while it runs (SPEC §10), for
-    /// [`crate::execution::ProcessRunner::recording`]. `None` if the file cannot be shared.
+    /// [`crate::exec::ProcessRunner::recording`]. `None` if the file cannot be shared.
     pub fn group_recorder(&self) -> Option<Arc<dyn GroupRecorder>> {
         let file = self.flock.try_clone().ok()?;
         Some(Arc::new(LockFileRecorder {

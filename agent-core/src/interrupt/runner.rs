@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use tracing::{debug, info, warn};
 
-use crate::execution::{self, ExecError, FirstSignal, ProcessSpec, Termination};
-use crate::hostfs::{HostFs, HostFsError};
-use crate::interrupt::{BoxError, Command, CompletionPolicy, DecodeError, Interrupt};
-use crate::logs::{OperationLog, RunLogs};
-use crate::markers;
-use crate::results::OperationResult;
-use crate::timestamp;
+use crate::compat::timestamp;
+use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Termination};
+use crate::host::fs::{HostFs, HostFsError};
+use crate::plugin::contract::{BoxError, Command, CompletionPolicy, DecodeError, Interrupt};
+use crate::state::logs::{OperationLog, RunLogs};
+use crate::state::markers;
+use crate::state::results::OperationResult;
 
 /// After a reboot command exited 0, how long the agent waits for the shutdown to stop it.
 pub const REBOOT_WAIT: Duration = Duration::from_secs(10);
@@ -95,7 +95,7 @@ fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> Interrup
 #[derive(Debug, Clone)]
 pub struct InterruptSettings {
     pub fs: HostFs,
-    pub exec: execution::Config,
+    pub exec: exec::Config,
     /// The whole SKYHOOK_RESOURCE_ID: names the marker directory.
     pub resource_id: String,
     /// `STATE/interrupts/flags/<RID>`.
@@ -499,7 +499,7 @@ impl InterruptContext {
             if let Err(e) = fs.write_atomic(&attempts, record.as_bytes()) {
                 warn!(
                     file = %attempts.display(),
-                    error = %crate::errors::Chain(&e),
+                    error = %crate::host::errors::Chain(&e),
                     "could not record the reboot attempt"
                 );
             }
@@ -563,7 +563,7 @@ impl InterruptContext {
         command: &Command,
         policy: CompletionPolicy,
         reason: &str,
-    ) -> Result<execution::Outcome, InterruptError> {
+    ) -> Result<exec::Outcome, InterruptError> {
         let s = &self.settings;
         let text = command.to_string();
         s.exec.output.print(&format!("{text}\n"));
@@ -587,7 +587,7 @@ impl InterruptContext {
                 CompletionPolicy::OnSuccess => FirstSignal::Finish,
             },
         };
-        let exec = execution::Config {
+        let exec = exec::Config {
             timeout: self.timeout_of(command),
             ..s.exec.clone()
         };
@@ -749,13 +749,13 @@ fn read_attempts(fs: &HostFs, file: &Path, boot_id: &str) -> Result<u32, String>
                 format!("not a boot-id/attempts record: {shown:?}")
             })
         }
-        Err(e) => Err(crate::errors::Chain(&e).to_string()),
+        Err(e) => Err(crate::host::errors::Chain(&e).to_string()),
     }
 }
 
 /// Whether the command of an operation got as far as being started (so a reboot attempt was
 /// made), judged from what [`InterruptContext::execute`] returned.
-fn was_spawned(result: &Result<execution::Outcome, InterruptError>) -> bool {
+fn was_spawned(result: &Result<exec::Outcome, InterruptError>) -> bool {
     match result {
         Ok(_) => true,
         Err(InterruptError::Exec { source, .. }) => !matches!(

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::hostfs::HostFs;
+use crate::host::fs::HostFs;
 
 /// A problem with one environment variable; the message names the variable and value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,7 +30,7 @@ pub struct Runtime {
     pub write_logs: bool,
     /// Printed raw in the banner; no effect (SPEC §2).
     pub buffer_limit: String,
-    /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::identity`].
+    /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::package::identity`].
     pub resource_id: String,
     pub data_dir: PathBuf,
     /// STATE, host-absolute and cleaned (ROOT not included).

@@ -13,9 +13,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::identity::is_single_component;
-use crate::preflight;
-use crate::step::{Mode, Step};
+use crate::host::preflight;
+use crate::package::identity::is_single_component;
+use crate::package::step::{Mode, Step};
 
 /// The only `schema_version` this agent knows.
 pub const SCHEMA_VERSION: &str = "v1";

@@ -16,9 +16,9 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt,
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::hostfs::{self, HostFs, HostFsError};
-use crate::identity::{IdentityError, ResourceId};
-use crate::runtime::Runtime;
+use crate::host::fs::{self as hostfs, HostFs, HostFsError};
+use crate::host::runtime::Runtime;
+use crate::package::identity::{IdentityError, ResourceId};
 
 /// Errors of pre-flight; messages name the paths involved.
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,7 @@
 //! `invalid <type> interrupt: <field>: <problem>`.
 //!
 //! ```
-//! use agent_core::validate;
+//! use agent_core::plugin::validate;
 //! assert!(validate::systemd_unit_name("services", "containerd.service").is_ok());
 //! assert_eq!(
 //!     validate::systemd_unit_name("services", "-H").unwrap_err().to_string(),

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-pub use crate::interrupts::{InterruptContext, InterruptError};
-use crate::registry;
+pub use crate::interrupt::runner::{InterruptContext, InterruptError};
+use crate::plugin::registry;
 
 /// The error type of a kind's own failures: any error, with its source chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -61,7 +61,7 @@ pub trait InterruptKind:
 
     /// Check the decoded payload (e.g. service names). The core calls it after decoding, before
     /// a run or a plan touches anything; `run` can rely on it. Shared checks are in
-    /// [`crate::validate`].
+    /// [`crate::plugin::validate`].
     ///
     /// # Errors
     /// A message naming the offending field and value, shown as

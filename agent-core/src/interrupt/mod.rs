@@ -1,0 +1,3 @@
+//! One interrupt run: the context kinds run in, operation markers, the reboot protocol.
+
+pub mod runner;

@@ -1,0 +1,5 @@
+//! The package model: config.json, steps, the resource identity.
+
+pub mod config;
+pub mod identity;
+pub mod step;

@@ -1,0 +1,4 @@
+//! One stage run (decide, execute, record) and its dry-run plan.
+
+pub mod plan;
+pub mod run;

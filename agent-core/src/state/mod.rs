@@ -1,0 +1,8 @@
+//! Every file the agent keeps on the host: markers, history, results, logs, locks, status.
+
+pub mod history;
+pub mod locks;
+pub mod logs;
+pub mod markers;
+pub mod results;
+pub mod status;
