@@ -1,0 +1,488 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+
+fn config(timeout: Option<Duration>) -> (Config, Arc<MemorySink>, Arc<MemorySink>, CancelHandle) {
+    let out = Arc::new(MemorySink::default());
+    let err = Arc::new(MemorySink::default());
+    let (handle, cancel) = Cancel::new();
+    let cfg = Config {
+        output: Output::new(out.clone(), err.clone()),
+        cancel,
+        stop_grace: Duration::from_millis(300),
+        timeout,
+        runner: Arc::new(ProcessRunner::default()),
+    };
+    (cfg, out, err, handle)
+}
+
+fn sh(script: &str) -> ProcessSpec {
+    ProcessSpec {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("X".into(), "x-value".into()),
+        ],
+        cwd: "/".into(),
+        chroot: None,
+        first_signal: FirstSignal::Finish,
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn relays_stdout_and_stderr_raw_and_both_to_the_log() {
+    let (cfg, out, err, _h) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = File::create(dir.path().join("log")).unwrap();
+    let o = rt()
+        .block_on(cfg.run(
+            &sh("printf 'a\\nb'; printf 'e' >&2; echo $X"),
+            Some(&mut log),
+        ))
+        .unwrap();
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert_eq!(out.contents(), b"a\nbx-value\n");
+    assert_eq!(err.contents(), b"e");
+    let logged = std::fs::read(dir.path().join("log")).unwrap();
+    assert_eq!(logged.len(), b"a\nbx-value\ne".len());
+}
+
+/// stdout: digits and newlines; stderr: letters and semicolons, so each stream can be
+/// picked back out of the combined log. Written concurrently by `cat` in 128 KiB blocks,
+/// large enough for the zero-copy paths.
+fn big_output(dir: &Path) -> (ProcessSpec, Vec<u8>, Vec<u8>) {
+    let d = dir.display();
+    let make = format!(
+        "seq 1 300000 > {d}/a; seq 300001 400000 > {d}/c; \
+         seq 1 150000 | tr '0-9\\n' 'a-j;' > {d}/b"
+    );
+    assert!(
+        std::process::Command::new("/bin/sh")
+            .args(["-c", &make])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let read = |n: &str| std::fs::read(dir.join(n)).unwrap();
+    let out = [read("a"), read("c")].concat();
+    let err = read("b");
+    let spec = sh(&format!("(cat {d}/a; cat {d}/c) & cat {d}/b >&2; wait"));
+    (spec, out, err)
+}
+
+fn split_streams(log: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let is_out = |b: &u8| b.is_ascii_digit() || *b == b'\n';
+    (
+        log.iter().copied().filter(is_out).collect(),
+        log.iter().copied().filter(|b| !is_out(b)).collect(),
+    )
+}
+
+/// A log opened the way `hostfs::create_new` opens it, with a line already in it (the
+/// interrupt echo).
+fn append_log(dir: &Path) -> File {
+    use std::io::Write as _;
+    let mut log = File::options()
+        .create_new(true)
+        .append(true)
+        .open(dir.join("log"))
+        .unwrap();
+    log.write_all(b"header\n").unwrap();
+    log
+}
+
+fn finish_log(dir: &Path, mut log: File) -> Vec<u8> {
+    use std::io::Write as _;
+    log.write_all(b"after\n").unwrap();
+    let logged = std::fs::read(dir.join("log")).unwrap();
+    let body = logged
+        .strip_prefix(b"header\n".as_slice())
+        .and_then(|b| b.strip_suffix(b"after\n".as_slice()))
+        .expect("the relay appends between what was written before and after");
+    body.to_vec()
+}
+
+fn config_with(stdout: Arc<dyn Sink>, stderr: Arc<dyn Sink>) -> Config {
+    let (handle, cancel) = Cancel::new();
+    std::mem::forget(handle);
+    Config {
+        output: Output::new(stdout, stderr),
+        cancel,
+        stop_grace: Duration::from_millis(300),
+        timeout: None,
+        runner: Arc::new(ProcessRunner::default()),
+    }
+}
+
+#[test]
+fn large_output_reaches_a_pipe_a_file_and_the_log_byte_exact() {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    let dir = tempfile::tempdir().unwrap();
+    let (out_r, out_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        File::from(out_r).read_to_end(&mut bytes).unwrap();
+        bytes
+    });
+    let err_file = File::create(dir.path().join("stderr")).unwrap();
+    let cfg = config_with(
+        Arc::new(FdSink::new(out_w.as_raw_fd())),
+        Arc::new(FdSink::new(err_file.as_raw_fd())),
+    );
+    let (spec, out, err) = big_output(dir.path());
+    let mut log = append_log(dir.path());
+    let o = rt().block_on(cfg.run(&spec, Some(&mut log))).unwrap();
+    drop(out_w);
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert_eq!(o.log_error, None);
+    assert_eq!(reader.join().unwrap(), out, "stdout pipe");
+    assert_eq!(
+        std::fs::read(dir.path().join("stderr")).unwrap(),
+        err,
+        "stderr file"
+    );
+    let logged = finish_log(dir.path(), log);
+    assert_eq!(
+        split_streams(&logged),
+        (out, err),
+        "each stream in order in the log"
+    );
+    assert_eq!(o.tail, logged[logged.len() - TAIL_BYTES..]);
+}
+
+#[test]
+fn large_output_to_dev_null_still_fills_the_log_and_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let null = File::options().write(true).open("/dev/null").unwrap();
+    let sink: Arc<dyn Sink> = Arc::new(FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&null)));
+    let cfg = config_with(sink.clone(), sink);
+    let (spec, out, err) = big_output(dir.path());
+    let mut log = append_log(dir.path());
+    let o = rt().block_on(cfg.run(&spec, Some(&mut log))).unwrap();
+    let logged = finish_log(dir.path(), log);
+    assert_eq!(split_streams(&logged), (out, err));
+    assert_eq!(o.tail, logged[logged.len() - TAIL_BYTES..]);
+}
+
+#[test]
+fn large_output_through_the_copy_path_is_byte_exact() {
+    let (cfg, out, err, _h) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let (spec, expected_out, expected_err) = big_output(dir.path());
+    let mut log = append_log(dir.path());
+    let o = rt().block_on(cfg.run(&spec, Some(&mut log))).unwrap();
+    assert_eq!(out.contents(), expected_out);
+    assert_eq!(err.contents(), expected_err);
+    let logged = finish_log(dir.path(), log);
+    assert_eq!(split_streams(&logged), (expected_out, expected_err));
+    assert_eq!(o.tail, logged[logged.len() - TAIL_BYTES..]);
+}
+
+#[test]
+fn without_a_log_the_tail_is_still_the_last_bytes() {
+    let null = File::options().write(true).open("/dev/null").unwrap();
+    let sink: Arc<dyn Sink> = Arc::new(FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&null)));
+    let cfg = config_with(sink.clone(), sink);
+    let dir = tempfile::tempdir().unwrap();
+    let (spec, out, _) = big_output(dir.path());
+    let spec = ProcessSpec {
+        args: vec!["-c".into(), format!("{}; printf end", spec.args[1])],
+        ..spec
+    };
+    let o = rt().block_on(cfg.run(&spec, None)).unwrap();
+    assert!(o.tail.ends_with(b"end"));
+    if !o.tail.contains(&b';') {
+        // stderr finished first: the tail is all stdout.
+        assert_eq!(
+            o.tail[..TAIL_BYTES - 3],
+            out[out.len() - (TAIL_BYTES - 3)..]
+        );
+    }
+}
+
+#[test]
+fn tail_keeps_the_last_bytes_in_order() {
+    let mut t = Tail::new(5);
+    t.push(b"abc");
+    t.push(b"defg");
+    assert_eq!(t.clone().into_vec(), b"cdefg");
+    t.push(b"0123456789");
+    assert_eq!(t.into_vec(), b"56789");
+}
+
+#[test]
+fn reports_real_exit_codes_and_signals() {
+    let (cfg, ..) = config(None);
+    let rt = rt();
+    assert_eq!(
+        rt.block_on(cfg.run(&sh("exit 3"), None))
+            .unwrap()
+            .termination,
+        Termination::Exited(3)
+    );
+    assert_eq!(
+        rt.block_on(cfg.run(&sh("kill -9 $$"), None))
+            .unwrap()
+            .termination,
+        Termination::Signalled(9)
+    );
+}
+
+#[test]
+fn stdin_is_empty() {
+    let (cfg, out, ..) = config(None);
+    rt().block_on(cfg.run(&sh("cat; echo done"), None)).unwrap();
+    assert_eq!(out.contents(), b"done\n");
+}
+
+#[test]
+fn background_grandchildren_do_not_outlive_the_operation() {
+    let (cfg, ..) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let script = format!("sleep 30 & echo $! > {}; exit 0", pidfile.display());
+    let o = rt().block_on(cfg.run(&sh(&script), None)).unwrap();
+    assert!(o.duration < Duration::from_secs(10));
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // Reaped by init or a zombie at most: it must not be running.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        state.is_empty() || state.contains(") Z "),
+        "grandchild still alive: {state}"
+    );
+}
+
+#[test]
+fn timeout_terminates_the_group() {
+    let (cfg, ..) = config(Some(Duration::from_millis(200)));
+    let o = rt().block_on(cfg.run(&sh("sleep 30"), None)).unwrap();
+    assert!(o.timed_out);
+    assert_eq!(o.termination, Termination::Signalled(15));
+}
+
+/// Run `spec`, calling `signal` on the handle 150 ms in (and `again` 150 ms later, if
+/// given).
+fn run_signalled(
+    cfg: &Config,
+    spec: &ProcessSpec,
+    signal: impl FnOnce(),
+    again: Option<Box<dyn FnOnce()>>,
+) -> Outcome {
+    rt().block_on(async {
+        let run = cfg.run(spec, None);
+        tokio::pin!(run);
+        tokio::select! {
+            _ = &mut run => unreachable!("finished before the signal"),
+            () = tokio::time::sleep(Duration::from_millis(150)) => signal(),
+        }
+        if let Some(again) = again {
+            tokio::select! {
+                _ = &mut run => unreachable!("finished before the second signal"),
+                () = tokio::time::sleep(Duration::from_millis(150)) => again(),
+            }
+        }
+        run.await.unwrap()
+    })
+}
+
+#[test]
+fn cancellation_lets_the_running_operation_finish() {
+    let (cfg, out, _err, handle) = config(None);
+    let spec = sh("trap 'echo got-term' TERM; sleep 0.6; echo finished");
+    let o = run_signalled(&cfg, &spec, || handle.cancel(), None);
+    assert!(o.cancelled);
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert_eq!(
+        out.contents(),
+        b"finished\n",
+        "not signalled, ran to its end"
+    );
+}
+
+#[test]
+fn first_signal_stop_stops_the_group_at_once() {
+    let (cfg, _out, _err, handle) = config(None);
+    let mut spec = sh("sleep 5");
+    spec.first_signal = FirstSignal::Stop;
+    let o = run_signalled(&cfg, &spec, || handle.cancel(), None);
+    assert!(o.cancelled);
+    assert_eq!(o.termination, Termination::Signalled(15));
+    assert!(o.duration < Duration::from_secs(4));
+}
+
+#[test]
+fn forced_cancellation_sends_sigterm_then_sigkill_after_the_grace() {
+    let (cfg, _out, _err, handle) = config(None);
+    let handle = Arc::new(handle);
+    let again = handle.clone();
+    let spec = sh("trap '' TERM; sleep 5 & wait; sleep 5");
+    let o = run_signalled(
+        &cfg,
+        &spec,
+        || handle.cancel(),
+        Some(Box::new(move || again.force())),
+    );
+    assert!(o.cancelled);
+    assert_eq!(o.termination, Termination::Signalled(9));
+    assert!(o.duration < Duration::from_secs(4));
+}
+
+#[test]
+fn a_step_that_traps_sigterm_and_exits_zero_is_judged_normally() {
+    let (cfg, out, _err, handle) = config(None);
+    let handle = Arc::new(handle);
+    let again = handle.clone();
+    let spec = sh("trap 'echo bye; exit 0' TERM; while :; do sleep 0.05; done");
+    let o = run_signalled(
+        &cfg,
+        &spec,
+        || handle.cancel(),
+        Some(Box::new(move || again.force())),
+    );
+    assert!(o.cancelled);
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert_eq!(out.contents(), b"bye\n");
+}
+
+#[test]
+fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
+    // The deadline is noticed late, as after the agent was paused: block the runtime
+    // thread past both the exit and the deadline, then let the loop see both at once.
+    let (cfg, ..) = config(Some(Duration::from_millis(300)));
+    let spec = sh("exit 0");
+    let o = rt()
+        .block_on(async {
+            let run = cfg.run(&spec, None);
+            tokio::pin!(run);
+            tokio::select! {
+                biased;
+                _ = &mut run => unreachable!("the child cannot be reaped this early"),
+                () = std::future::ready(()) => {}
+            }
+            std::thread::sleep(Duration::from_millis(600));
+            run.await
+        })
+        .unwrap();
+    assert!(!o.timed_out, "{o:?}");
+    assert_eq!(o.termination, Termination::Exited(0));
+}
+
+#[test]
+fn a_file_without_a_shebang_is_an_exec_format_error() {
+    let (cfg, out, ..) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("noshebang");
+    std::fs::write(&file, "echo ran-by-sh\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut spec = sh("");
+    spec.program = file.clone();
+    spec.args.clear();
+    let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
+    assert!(matches!(err, ExecError::ExecFormat { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "spawning {}: exec format error (no `#!` line, or built for another machine)",
+            file.display()
+        )
+    );
+    assert!(out.contents().is_empty());
+}
+
+#[test]
+fn programs_without_a_slash_are_found_in_the_path_of_the_child_environment() {
+    let (cfg, out, ..) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let tool = bin.join("tool");
+    std::fs::write(&tool, "#!/bin/sh\necho tool $1\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = ProcessSpec {
+        program: "tool".into(),
+        args: vec!["x".into()],
+        env: vec![(
+            "PATH".into(),
+            format!("/nonexistent:{}", bin.display()).into(),
+        )],
+        cwd: "/".into(),
+        chroot: None,
+        first_signal: FirstSignal::Finish,
+    };
+    let rt = rt();
+    let o = rt.block_on(cfg.run(&spec, None)).unwrap();
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert_eq!(out.contents(), b"tool x\n");
+
+    std::fs::write(&tool, "echo no shebang\n").unwrap();
+    let err = rt.block_on(cfg.run(&spec, None)).unwrap_err();
+    assert!(matches!(err, ExecError::ExecFormat { .. }), "{err:?}");
+
+    let missing = ProcessSpec {
+        program: "missing-tool".into(),
+        ..spec
+    };
+    let err = rt.block_on(cfg.run(&missing, None)).unwrap_err();
+    let ExecError::Spawn { source, .. } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(source.kind(), io::ErrorKind::NotFound);
+}
+
+#[test]
+fn output_ending_mid_line_gets_a_newline_before_the_next_print() {
+    let (cfg, out, ..) = config(None);
+    let rt = rt();
+    rt.block_on(cfg.run(&sh("printf 'no newline'"), None))
+        .unwrap();
+    cfg.output.print("header\n");
+    rt.block_on(cfg.run(&sh("echo line"), None)).unwrap();
+    cfg.output.print("header\n");
+    rt.block_on(cfg.run(&sh("printf 'x' >&2"), None)).unwrap();
+    cfg.output.print("header\n");
+    assert_eq!(
+        String::from_utf8(out.contents()).unwrap(),
+        "no newline\nheader\nline\nheader\nheader\n"
+    );
+}
+
+#[test]
+fn a_closed_stdout_is_not_written_again() {
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+    drop(r);
+    let sink = FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&w));
+    let e = sink.write_all(b"x").unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+    assert!(sink.is_closed());
+    assert!(sink.fd().is_none(), "no zero-copy path to a closed stream");
+    let cfg = config_with(Arc::new(sink), Arc::new(MemorySink::default()));
+    let o = rt()
+        .block_on(cfg.run(&sh("echo to-a-closed-stdout; exit 4"), None))
+        .unwrap();
+    assert_eq!(o.termination, Termination::Exited(4));
+    assert_eq!(o.tail, b"to-a-closed-stdout\n");
+    drop(w);
+}
+
+#[test]
+fn spawn_failure_names_the_program() {
+    let (cfg, ..) = config(None);
+    let mut spec = sh("");
+    spec.program = "/nonexistent/step.sh".into();
+    let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
+    assert_eq!(err.to_string(), "spawning /nonexistent/step.sh");
+}

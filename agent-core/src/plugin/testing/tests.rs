@@ -1,0 +1,135 @@
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::{Command, InterruptContext};
+
+/// Two operations, as a kind should.
+#[derive(Debug, Serialize, Deserialize)]
+struct TwoSteps {
+    unit: String,
+}
+
+#[crate::interrupt(
+    type = "two_steps",
+    summary = "stop, then start",
+    example = r#"{"type":"two_steps","unit":"kubelet"}"#
+)]
+impl InterruptKind for TwoSteps {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let stop = Command::new("systemctl").args(["stop", &self.unit]);
+        cx.operation(0, CompletionPolicy::OnSuccess, stop).await?;
+        let start = Command::new("systemctl").args(["start", &self.unit]);
+        cx.operation(1, CompletionPolicy::OnSuccess, start).await
+    }
+}
+
+/// Ignores the failure of its command.
+#[derive(Debug, Serialize, Deserialize)]
+struct SwallowsFailure {}
+
+#[crate::interrupt(type = "swallows_failure", summary = "ignores a failed command")]
+impl InterruptKind for SwallowsFailure {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let _ = cx
+            .operation(0, CompletionPolicy::OnSuccess, Command::new("false"))
+            .await;
+        Ok(())
+    }
+}
+
+/// A field that never reaches the wire.
+#[derive(Debug, Serialize, Deserialize)]
+struct Unserialized {
+    #[serde(skip_serializing)]
+    node: String,
+}
+
+#[crate::interrupt(
+    type = "unserialized",
+    summary = "loses its field on the wire",
+    example = r#"{"type":"unserialized","node":"n1"}"#
+)]
+impl InterruptKind for Unserialized {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let drain = Command::new("kubectl").args(["drain", &self.node]);
+        cx.operation(0, CompletionPolicy::OnSuccess, drain).await
+    }
+}
+
+/// Two commands under one index: the second is skipped as complete on the first run.
+#[derive(Debug, Serialize, Deserialize)]
+struct OneIndexTwice {}
+
+#[crate::interrupt(type = "one_index_twice", summary = "reuses operation 0")]
+impl InterruptKind for OneIndexTwice {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        cx.operation(0, CompletionPolicy::OnSuccess, Command::new("a"))
+            .await?;
+        cx.operation(0, CompletionPolicy::OnSuccess, Command::new("b"))
+            .await
+    }
+}
+
+#[test]
+fn a_conforming_kind_passes() {
+    assert_kind::<TwoSteps>();
+}
+
+#[test]
+#[should_panic(
+    expected = "assert_kind::<agent_core::plugin::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
+)]
+fn a_kind_that_swallows_a_failure_fails_the_check() {
+    assert_kind::<SwallowsFailure>();
+}
+
+#[test]
+#[should_panic(
+    expected = r#"its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}"#
+)]
+fn an_example_that_does_not_survive_the_wire_fails_the_check() {
+    assert_kind::<Unserialized>();
+}
+
+#[test]
+#[should_panic(expected = r#"the run ran ["a"], the dry run announced ["a", "b"]"#)]
+fn operations_sharing_an_index_fail_the_check() {
+    assert_kind::<OneIndexTwice>();
+}
+
+#[test]
+fn the_registry_self_check_names_the_kind_and_its_module() {
+    let d = registry::find("unserialized").unwrap();
+    assert_eq!(
+        registry::check_example(d).unwrap_err().to_string(),
+        r#"interrupt kind "unserialized" (module agent_core::plugin::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
+    );
+    assert!(registry::check_example(registry::find("two_steps").unwrap()).is_ok());
+}
+
+#[tokio::test]
+async fn test_host_runs_what_the_operator_bytes_become() {
+    let host = TestHost::temp();
+    let kind = Unserialized { node: "n1".into() };
+    let (result, records) = host.run_kind(&kind).await;
+    assert_eq!(
+        result.unwrap_err().to_string(),
+        r#"serialized interrupt must be base64-encoded JSON with a "type" field: missing field `node`"#
+    );
+    assert!(records.is_empty());
+    assert!(host.commands().is_empty(), "nothing ran");
+    assert!(host.markers().is_empty());
+
+    let (result, _) = host
+        .run(r#"{"type":"two_steps","unit":"kubelet","extra":1}"#)
+        .await;
+    result.unwrap();
+    assert_eq!(
+        host.commands(),
+        ["systemctl stop kubelet", "systemctl start kubelet"]
+    );
+    assert_eq!(
+        host.markers(),
+        ["two_steps_0.complete", "two_steps_1.complete"]
+    );
+}

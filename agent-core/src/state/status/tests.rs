@@ -1,0 +1,110 @@
+use super::*;
+
+#[test]
+fn check_results_lines_true_means_failed() {
+    assert_eq!(
+        parse_check_results("a.sh False\nsub/b c.sh True"),
+        [
+            CheckResult {
+                path: "a.sh".into(),
+                passed: true
+            },
+            CheckResult {
+                path: "sub/b c.sh".into(),
+                passed: false
+            },
+        ]
+    );
+}
+
+#[test]
+fn operations_sort_by_type_then_numeric_index() {
+    let mut stems = ["kind_10", "kind_2", "no_op", "a_1"].map(operation_order);
+    stems.sort();
+    let names: Vec<&str> = stems.iter().map(|(_, _, s)| s.as_str()).collect();
+    assert_eq!(names, ["a_1", "kind_2", "kind_10", "no_op"]);
+}
+
+#[test]
+fn history_is_read_without_moving_a_corrupt_file() {
+    let root = tempfile::tempdir().unwrap();
+    let fs = HostFs::new(root.path());
+    let file = Path::new("/h/pkg.json");
+    assert_eq!(read_history(&fs, file).unwrap(), History::default());
+    std::fs::create_dir_all(root.path().join("h")).unwrap();
+    std::fs::write(
+        root.path().join("h/pkg.json"),
+        r#"{"current-version": "1.0.0", "history": [{"version": "1.0.0", "time": "2026-11-30T10:28:09.400130+00:00"}]}"#,
+    )
+    .unwrap();
+    let h = read_history(&fs, file).unwrap();
+    assert_eq!(h.current_version.as_deref(), Some("1.0.0"));
+    assert_eq!(h.entries[0].time, "2026-11-30T10:28:09.400130+00:00");
+    assert_eq!(previous_version(&h), "1.0.0");
+    std::fs::write(root.path().join("h/pkg.json"), "{").unwrap();
+    let h = read_history(&fs, file).unwrap();
+    assert!(h.corrupt && h.problem.is_some());
+    assert_eq!(previous_version(&h), "unknown");
+    assert!(root.path().join("h/pkg.json").exists(), "left in place");
+    assert!(!root.path().join("h/pkg.json.backup").exists());
+}
+
+#[test]
+fn an_error_anywhere_wins_then_running() {
+    use Verdict::{Done, Error, NotStarted, RebootPending, Running};
+    assert_eq!(Verdict::combine([Done, Running, Error]), Error);
+    assert_eq!(Verdict::combine([Done, RebootPending, Running]), Running);
+    assert_eq!(Verdict::combine([Done, RebootPending]), RebootPending);
+    assert_eq!(Verdict::combine([Done]), Done);
+    assert_eq!(Verdict::combine([]), NotStarted);
+    assert_eq!(
+        serde_json::to_string(&RebootPending).unwrap(),
+        r#""reboot-pending""#
+    );
+}
+
+#[test]
+fn boot_ids_are_shortened_for_reading() {
+    assert_eq!(short_id("3f9c1d52-0b7e-4c1a"), "3f9c1d52…");
+    assert_eq!(short_id("old-boot"), "old-boot");
+}
+
+#[test]
+fn discovery_finds_the_operators_state_directories() {
+    let root = tempfile::tempdir().unwrap();
+    let fs = HostFs::new(root.path());
+    let legacy = (Path::new("/etc/skyhook"), Path::new("/var/log/skyhook"));
+    assert_eq!(
+        discover(&fs, legacy.0, legacy.1),
+        [(legacy.0.to_path_buf(), legacy.1.to_path_buf())],
+        "nothing found: the legacy default"
+    );
+    for dir in [
+        "var/lib/skyhook/sk1/flags",
+        "var/lib/skyhook/sk2/history",
+        "var/lib/skyhook/pkg-only/skyhook_dir",
+    ] {
+        std::fs::create_dir_all(root.path().join(dir)).unwrap();
+    }
+    assert_eq!(
+        discover(&fs, legacy.0, legacy.1),
+        [
+            (
+                PathBuf::from("/var/lib/skyhook/sk1"),
+                PathBuf::from("/var/log/skyhook/sk1")
+            ),
+            (
+                PathBuf::from("/var/lib/skyhook/sk2"),
+                PathBuf::from("/var/log/skyhook/sk2")
+            ),
+        ]
+    );
+    std::fs::create_dir_all(root.path().join("etc/skyhook/results")).unwrap();
+    assert_eq!(discover(&fs, legacy.0, legacy.1).len(), 3);
+}
+
+#[test]
+fn times_sort_as_instants() {
+    assert!(sort_time("2026-11-30T10:00:00Z") > sort_time("2026-11-30T09:59:59.5Z"));
+    assert!(sort_time("2026-11-30T10:00:00.5Z") > sort_time("2026-11-30T10:00:00Z"));
+}
