@@ -13,6 +13,25 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// What `python3 -c script` prints for `input` on its standard input.
+fn python3(script: &str, input: &[u8]) -> String {
+    let Ok(out) = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(input)?;
+            child.wait_with_output()
+        })
+    else {
+        crate::util::cannot_run("python3 is missing: install it (scripts/test.sh does)");
+    };
+    assert!(out.status.success(), "python3 failed: {script}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn sha256_matches_known_digests() {
     assert_eq!(
@@ -28,6 +47,14 @@ fn sha256_matches_known_digests() {
         sha256_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
     );
+    // Python's hashlib as an oracle independent of the crate the agent hashes with too.
+    let corpus: Vec<String> = (0..130).map(|n| "é\n\"x".repeat(n)).collect();
+    let expected = python3(
+        "import sys,json,hashlib\nfor s in json.load(sys.stdin): print(hashlib.sha256(s.encode()).hexdigest())",
+        &serde_json::to_vec(&corpus).unwrap(),
+    );
+    let ours: Vec<String> = corpus.iter().map(|s| sha256_hex(s.as_bytes())).collect();
+    assert_eq!(ours, expected.lines().collect::<Vec<_>>());
 }
 
 #[test]
@@ -111,22 +138,10 @@ fn py_repr_matches_python3() {
     ];
     assert_eq!(py_repr_str("it's"), "\"it's\"");
     assert_eq!(py_repr_str("both ' and \""), "'both \\' and \"'");
-    let Ok(out) = Command::new("python3")
-        .arg("-c")
-        .arg("import sys,json\nfor s in json.load(sys.stdin): print(repr(s))")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            let input = serde_json::to_vec(&corpus).unwrap();
-            child.stdin.take().unwrap().write_all(&input)?;
-            child.wait_with_output()
-        })
-    else {
-        crate::util::cannot_run("python3 is missing: install it (scripts/test.sh does)");
-    };
-    let expected = String::from_utf8(out.stdout).unwrap();
+    let expected = python3(
+        "import sys,json\nfor s in json.load(sys.stdin): print(repr(s))",
+        &serde_json::to_vec(&corpus).unwrap(),
+    );
     let ours: Vec<String> = corpus.iter().map(|s| py_repr_str(s)).collect();
     assert_eq!(ours, expected.lines().collect::<Vec<_>>());
 }

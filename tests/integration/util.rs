@@ -1,5 +1,5 @@
 //! The harness: fake host roots, a package builder, the agent runner and the byte-format helpers
-//! (CPython `repr`, Go `encoding/json`, SHA-256, RFC 3339) the assertions are computed with.
+//! (CPython `repr`, Go `encoding/json`, marker names, timestamps) the assertions are computed with.
 //!
 //! A `FakeHost` is a temp dir holding `root/` (ROOT: a minimal busybox rootfs) and `work/` (the
 //! agent's cwd and a scratch area outside ROOT). Every test builds its own.
@@ -13,7 +13,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -1418,195 +1418,29 @@ pub fn native_marker_name(
     format!("{base}-{hash}.flag")
 }
 
-/// SHA-256 as lowercase hex (small, dependency-free; checked against known digests).
-#[allow(clippy::many_single_char_names, reason = "FIPS 180-4's variable names")]
+/// SHA-256 as lowercase hex.
 pub fn sha256_hex(data: &[u8]) -> String {
-    const K: [u32; 64] = [
-        0x428a_2f98,
-        0x7137_4491,
-        0xb5c0_fbcf,
-        0xe9b5_dba5,
-        0x3956_c25b,
-        0x59f1_11f1,
-        0x923f_82a4,
-        0xab1c_5ed5,
-        0xd807_aa98,
-        0x1283_5b01,
-        0x2431_85be,
-        0x550c_7dc3,
-        0x72be_5d74,
-        0x80de_b1fe,
-        0x9bdc_06a7,
-        0xc19b_f174,
-        0xe49b_69c1,
-        0xefbe_4786,
-        0x0fc1_9dc6,
-        0x240c_a1cc,
-        0x2de9_2c6f,
-        0x4a74_84aa,
-        0x5cb0_a9dc,
-        0x76f9_88da,
-        0x983e_5152,
-        0xa831_c66d,
-        0xb003_27c8,
-        0xbf59_7fc7,
-        0xc6e0_0bf3,
-        0xd5a7_9147,
-        0x06ca_6351,
-        0x1429_2967,
-        0x27b7_0a85,
-        0x2e1b_2138,
-        0x4d2c_6dfc,
-        0x5338_0d13,
-        0x650a_7354,
-        0x766a_0abb,
-        0x81c2_c92e,
-        0x9272_2c85,
-        0xa2bf_e8a1,
-        0xa81a_664b,
-        0xc24b_8b70,
-        0xc76c_51a3,
-        0xd192_e819,
-        0xd699_0624,
-        0xf40e_3585,
-        0x106a_a070,
-        0x19a4_c116,
-        0x1e37_6c08,
-        0x2748_774c,
-        0x34b0_bcb5,
-        0x391c_0cb3,
-        0x4ed8_aa4a,
-        0x5b9c_ca4f,
-        0x682e_6ff3,
-        0x748f_82ee,
-        0x78a5_636f,
-        0x84c8_7814,
-        0x8cc7_0208,
-        0x90be_fffa,
-        0xa450_6ceb,
-        0xbef9_a3f7,
-        0xc671_78f2,
-    ];
-    let mut h: [u32; 8] = [
-        0x6a09_e667,
-        0xbb67_ae85,
-        0x3c6e_f372,
-        0xa54f_f53a,
-        0x510e_527f,
-        0x9b05_688c,
-        0x1f83_d9ab,
-        0x5be0_cd19,
-    ];
-    let mut msg = data.to_vec();
-    let bit_len = (data.len() as u64).wrapping_mul(8);
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&bit_len.to_be_bytes());
-    for chunk in msg.chunks(64) {
-        let mut w = [0u32; 64];
-        for (i, word) in chunk.chunks(4).enumerate() {
-            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
-        }
-        for i in 16..64 {
-            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-            w[i] = w[i - 16]
-                .wrapping_add(s0)
-                .wrapping_add(w[i - 7])
-                .wrapping_add(s1);
-        }
-        let mut v = h;
-        for i in 0..64 {
-            let [a, b, c, d, e, f, g, hh] = v;
-            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-            let ch = (e & f) ^ (!e & g);
-            let t1 = hh
-                .wrapping_add(s1)
-                .wrapping_add(ch)
-                .wrapping_add(K[i])
-                .wrapping_add(w[i]);
-            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-            let maj = (a & b) ^ (a & c) ^ (b & c);
-            let t2 = s0.wrapping_add(maj);
-            v = [t1.wrapping_add(t2), a, b, c, d.wrapping_add(t1), e, f, g];
-        }
-        for (x, y) in h.iter_mut().zip(v) {
-            *x = x.wrapping_add(y);
-        }
-    }
-    h.iter().fold(String::new(), |mut s, x| {
-        let _ = write!(s, "{x:08x}");
-        s
-    })
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn digits(s: &str) -> Option<i64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-fn civil_to_time(
-    y: i64,
-    mo: i64,
-    d: i64,
-    h: i64,
-    mi: i64,
-    s: i64,
-    nanos: u32,
-) -> Option<SystemTime> {
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
-    let secs = u64::try_from(secs).ok()?;
-    Some(UNIX_EPOCH + Duration::new(secs, nanos))
+    use sha2::Digest as _;
+    sha2::Sha256::digest(data)
+        .iter()
+        .fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// Parse Go's `RFC3339Nano` in UTC: `YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z`, fraction without trailing
 /// zeros. `None` if the string is not exactly that.
 pub fn parse_rfc3339_nano_utc(s: &str) -> Option<SystemTime> {
-    let rest = s.strip_suffix('Z')?;
-    if rest.len() < 19 {
+    let frac = s.strip_suffix('Z')?.get(19..)?;
+    if frac.len() > 10 || frac.ends_with('0') {
         return None;
     }
-    let (main, frac) = rest.split_at(19);
-    let b = main.as_bytes();
-    if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let nanos = if frac.is_empty() {
-        0
-    } else {
-        let f = frac.strip_prefix('.')?;
-        if f.is_empty() || f.len() > 9 || f.ends_with('0') {
-            return None;
-        }
-        u32::try_from(digits(f)? * 10_i64.pow(9 - u32::try_from(f.len()).ok()?)).ok()?
-    };
-    civil_to_time(
-        digits(&main[0..4])?,
-        digits(&main[5..7])?,
-        digits(&main[8..10])?,
-        digits(&main[11..13])?,
-        digits(&main[14..16])?,
-        digits(&main[17..19])?,
-        nanos,
-    )
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second][optional [.[subsecond]]]Z"
+    );
+    let t = time::PrimitiveDateTime::parse(s, &format).ok()?;
+    Some(t.assume_utc().into())
 }
 
 /// Assert `t` is within a few minutes of now.
@@ -1660,27 +1494,14 @@ pub fn parse_log_name(name: &str) -> Option<LogName> {
         _ => (stem, None),
     };
     // "-YYYY-MM-DD-HHMMSS.nnnnnnnnn" is 28 bytes.
-    if stem.len() < 29 || !stem.is_char_boundary(stem.len() - 28) {
-        return None;
-    }
-    let (base, ts) = stem.split_at(stem.len() - 28);
-    let t = ts.as_bytes();
-    if t[0] != b'-' || t[5] != b'-' || t[8] != b'-' || t[11] != b'-' || t[18] != b'.' {
-        return None;
-    }
-    let nanos = u32::try_from(digits(&ts[19..28])?).ok()?;
-    let time = civil_to_time(
-        digits(&ts[1..5])?,
-        digits(&ts[6..8])?,
-        digits(&ts[9..11])?,
-        digits(&ts[12..14])?,
-        digits(&ts[14..16])?,
-        digits(&ts[16..18])?,
-        nanos,
-    )?;
-    Some(LogName {
+    let (base, ts) = stem.split_at_checked(stem.len().checked_sub(28)?)?;
+    let format = time::macros::format_description!(
+        "-[year]-[month]-[day]-[hour][minute][second].[subsecond digits:9]"
+    );
+    let time = time::PrimitiveDateTime::parse(ts, &format).ok()?;
+    (!base.is_empty()).then(|| LogName {
         base: base.to_owned(),
-        time,
+        time: time.assume_utc().into(),
         collision,
     })
 }
@@ -1857,32 +1678,24 @@ pub fn reliability_seeds(base: u64, trials: usize) -> Vec<u64> {
     (0..trials as u64).map(|i| base + i).collect()
 }
 
-/// SplitMix64: a small, seedable generator (trials must replay exactly from their seed).
+/// A seeded generator: a trial replays exactly from its seed (with this Cargo.lock).
 #[derive(Debug, Clone)]
-pub struct SeededRng(u64);
+pub struct SeededRng(rand::rngs::StdRng);
 
 impl SeededRng {
     pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        Self(rand::SeedableRng::seed_from_u64(seed))
     }
 
     /// Uniform in `0..n` (`n > 0`).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
+        rand::Rng::random_range(&mut self.0, 0..n)
     }
 
     /// Uniform in `0..=max`, in microseconds.
     pub fn duration_up_to(&mut self, max: Duration) -> Duration {
         let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
-        Duration::from_micros(self.below(micros.saturating_add(1)))
+        Duration::from_micros(rand::Rng::random_range(&mut self.0, 0..=micros))
     }
 }
 
