@@ -281,3 +281,37 @@ fn snapshot_reports_added_changed_and_removed_paths() {
     assert!(diff[1].starts_with("- etc/b"));
     assert!(diff[2].starts_with("+ etc/c"));
 }
+
+#[test]
+fn no_test_name_is_repeated_across_suites() {
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests");
+    let mut seen = std::collections::BTreeMap::<String, Vec<String>>::new();
+    let mut dirs = vec![tests.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let mut after_test = false;
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let line = line.trim();
+                if line == "#[test]" {
+                    after_test = true;
+                } else if let Some(rest) = line.strip_prefix("fn ").filter(|_| after_test) {
+                    let name = rest.split('(').next().unwrap().to_owned();
+                    let file = path.strip_prefix(&tests).unwrap().display().to_string();
+                    seen.entry(name).or_default().push(file);
+                    after_test = false;
+                }
+            }
+        }
+    }
+    assert!(seen.len() > 400, "only {} tests found", seen.len());
+    let repeated: Vec<_> = seen.iter().filter(|(_, files)| files.len() > 1).collect();
+    assert!(repeated.is_empty(), "test names used twice: {repeated:?}");
+}
