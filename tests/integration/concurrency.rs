@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 
 use crate::util::{
     BOOT_ID, CHECK_RESULTS, COPY_DIR, FLAGS, FakeHost, HISTORY, INTERRUPT_FLAGS, PKG_DIR,
-    PKG_FLAGS, Package, Reaper, Run, Running, STATE, Step, eventually, hold_flock, interrupt_data,
-    process_alive, signal_pid,
+    PKG_FLAGS, Package, Reaper, Run, Running, STATE, STOPPED, Step, eventually, hold_flock,
+    interrupt_data, process_alive, signal_pid,
 };
 
-const STOPPED: &str = "agent stopped after receiving a termination signal";
 const WAITING: &str = "waiting for another agent to release the lock";
 const PACKAGE_LOCK: &str = "var/lib/skyhook/sk1/locks/pkg.lock";
 const INTERRUPT_LOCK: &str = "var/lib/skyhook/sk1/locks/interrupt-abc_pkg_1.0.0.lock";
@@ -226,10 +225,7 @@ fn a_lock_held_by_an_agent_killed_with_sigkill_does_not_block_the_next_one() {
             .step("apply", Step::new("s1.sh").on_host(false).script(once_slow))
             .step("apply-check", Step::new("s1_check.sh").on_host(false)),
     );
-    let killed = host
-        .tagged_agent()
-        .args(["apply", &host.root_str(), COPY_DIR])
-        .spawn();
+    let killed = spawn_stage(&host);
     let killed_pid = killed.pid();
     host.wait_for("var/tmp/pkg.started", Duration::from_secs(20));
     assert!(
@@ -261,10 +257,7 @@ fn a_lock_held_by_an_agent_killed_with_sigkill_does_not_block_the_next_one() {
     // waits for it (it says so) rather than starting s1.sh beside it. Then the orphan ends,
     // as the end of its container would end it.
     let started = Instant::now();
-    let mut next = host
-        .agent()
-        .args(["apply", &host.root_str(), COPY_DIR])
-        .spawn();
+    let mut next = host.stage_cmd("apply").spawn();
     let next_pid = next.pid();
     let until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < until {

@@ -4,18 +4,7 @@
 //! the binary embeds, and a build context that holds every file cargo needs. The container
 //! suite (tests/container) builds the image and runs it.
 
-use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("agent-cli sits in the workspace root")
-        .to_path_buf()
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
-}
+use crate::util::{repo, repo_file as read};
 
 /// One Dockerfile instruction: keyword and arguments, continuation lines joined.
 #[derive(Debug, Clone)]

@@ -15,17 +15,16 @@ use ::interrupts as _;
 
 use crate::util::{
     BOOT_ID, BOOT_ID_FILE, Banner, COPY_DIR, FLAGS, FakeHost, HISTORY, INTERRUPT_FLAGS,
-    INTERRUPT_LOGS, PKG_DIR, Run, START, STATE, assert_recent, b64, eventually, interrupt_data,
-    parse_log_name, parse_rfc3339_nano_utc, signal_pid,
+    INTERRUPT_LOGS, NODE_RESTART, PKG_DIR, REBOOT_SHUTS_DOWN, Run, START, STATE, STOPPED,
+    assert_recent, b64, eventually, interrupt_data, parse_log_name, parse_rfc3339_nano_utc,
+    signal_pid,
 };
 
 const RID: &str = "abc_pkg_1.0.0";
 const TWO_SERVICES: &str = r#"{"type":"service_restart","services":["containerd","kubelet"]}"#;
-const NODE_RESTART: &str = r#"{"type":"node_restart"}"#;
 const MALFORMED: &str = r#"serialized interrupt must be base64-encoded JSON with a "type" field: "#;
 const KNOWN_TYPES: &str =
     "no_op, node_restart, restart_all_services, script_interrupt, service_restart";
-const STOPPED: &str = "agent stopped after receiving a termination signal";
 const SHUTDOWN: &str =
     "shutdown in progress; the reboot will be confirmed by boot ID on the next run";
 const RESULTS: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/interrupt.json";
@@ -38,8 +37,6 @@ const SYSTEMCTL_FAILS_KUBELET: &str = r#"if [ "$*" = "restart kubelet" ]; then
   exit 1
 fi
 echo "fake systemctl $*""#;
-/// A fake `reboot` killed by the shutdown it started (SIGTERM to itself).
-const REBOOT_SHUTS_DOWN: &str = "echo \"fake reboot: shutting down\"\nkill -TERM $$\nsleep 5";
 /// A fake `reboot` that publishes its pid in `/var/tmp/reboot.pid`, then hangs.
 const REBOOT_HANGS: &str =
     "echo $$ > /var/tmp/reboot.tmp\nmv /var/tmp/reboot.tmp /var/tmp/reboot.pid\nexec sleep 30";

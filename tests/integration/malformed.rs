@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::util::{AgentCmd, COPY_DIR, FakeHost, PKG_DIR, Package, Step, b64, interrupt_data};
+use crate::util::{AgentCmd, COPY_DIR, FakeHost, PKG_DIR, Package, b64, interrupt_data};
 
 /// One argv element or environment value.
 #[derive(Clone, Copy)]
@@ -1102,9 +1102,7 @@ static CASES: &[Case] = &[
 /// The valid package every config row starts from. Its steps run off host, and nothing in the
 /// table may run them: a run would append to `<ROOT>/var/tmp/ran.log` and fail the row.
 fn package() -> Package {
-    Package::new()
-        .step("apply", Step::new("s1.sh").on_host(false))
-        .step("apply-check", Step::new("s1_check.sh").on_host(false))
+    Package::off_host(&["s1.sh"], &["s1_check.sh"])
 }
 
 fn nothing(_: &FakeHost) {}
@@ -1173,12 +1171,6 @@ fn huge_service_payload() -> OsString {
     data.into()
 }
 
-/// Remove `bin/busybox` from the fake host: no row runs a program inside ROOT, and hashing
-/// 2 MB twice per row would dominate the table's run time. The applet links stay (dangling).
-fn drop_busybox(host: &FakeHost) {
-    fs::remove_file(host.path("bin/busybox")).unwrap();
-}
-
 // ---------------------------------------------------------------------------------------------
 // Rows built at run time
 // ---------------------------------------------------------------------------------------------
@@ -1186,22 +1178,20 @@ fn drop_busybox(host: &FakeHost) {
 /// `agent MODE ROOT COPY_DIR` on a host with the valid package.
 fn stage(host: &FakeHost, mode: &str) -> AgentCmd {
     valid(host);
-    host.agent().args([mode, &host.root_str(), COPY_DIR])
+    host.stage_cmd(mode)
 }
 
 /// `agent interrupt ROOT COPY_DIR DATA` on a host with a package directory.
 fn interrupt(host: &FakeHost, data: impl Into<OsString>) -> AgentCmd {
     package_dir_only(host);
-    host.agent()
-        .args(["interrupt", &host.root_str(), COPY_DIR])
-        .arg(data)
+    host.stage_cmd("interrupt").arg(data)
 }
 
 /// `apply` with `bytes` as config.json.
 fn raw_row(name: &str, bytes: Vec<u8>, message: &str) -> Row {
     row(format!("config: {name}"), 1, message, move |h| {
         raw(h, &bytes);
-        h.agent().args(["apply", &h.root_str(), COPY_DIR])
+        h.stage_cmd("apply")
     })
 }
 
@@ -1216,7 +1206,7 @@ fn doc_row(name: &str, pointer: &'static str, value: Option<Value>, message: &st
                 None => drop(map.remove(key)),
             }
         });
-        h.agent().args(["apply", &h.root_str(), COPY_DIR])
+        h.stage_cmd("apply")
     })
 }
 
@@ -1225,7 +1215,7 @@ fn config_file_row(name: &str, entry: &'static str, message: &str, prepare: fn(&
     row(format!("config: {name}"), 1, message, move |h| {
         edited(h, |c| c["expected_config_files"] = json!([entry]));
         prepare(h);
-        h.agent().args(["apply", &h.root_str(), COPY_DIR])
+        h.stage_cmd("apply")
     })
 }
 
@@ -1373,7 +1363,7 @@ fn more_rows() -> Vec<Row> {
             let config = format!("{PKG_DIR}/config.json");
             fs::remove_file(h.path(&config)).unwrap();
             h.symlink(&config, "config.json");
-            h.agent().args(["apply", &h.root_str(), COPY_DIR])
+            h.stage_cmd("apply")
         }),
         raw_row(
             "UTF-8 byte order mark",
@@ -1576,8 +1566,7 @@ fn row(
 
 /// Run one row; `Err` lists everything wrong with it.
 fn check(row: &Row) -> Result<(), String> {
-    let host = FakeHost::new();
-    drop_busybox(&host);
+    let host = FakeHost::bare();
     let cmd = (row.build)(&host);
     let before = host.snapshot();
     let outside_before = host.snapshot_outside();
@@ -1700,11 +1689,9 @@ fn every_malformed_input_is_rejected_with_its_code_and_message_and_changes_nothi
 #[test]
 fn names_longer_than_a_file_name_are_rejected_before_anything_is_written() {
     let long = "a".repeat(300);
-    let interrupt = FakeHost::new();
-    drop_busybox(&interrupt);
+    let interrupt = FakeHost::bare();
     package_dir_only(&interrupt);
-    let stage = FakeHost::new();
-    drop_busybox(&stage);
+    let stage = FakeHost::bare();
     edited(&stage, |c| c["package_name"] = json!(long));
     for (host, cmd, what) in [
         (
@@ -1714,11 +1701,7 @@ fn names_longer_than_a_file_name_are_rejected_before_anything_is_written() {
                 .env("SKYHOOK_RESOURCE_ID", format!("{long}_pkg_1.0.0")),
             "a 305-byte resource ID",
         ),
-        (
-            &stage,
-            stage.agent().args(["apply", &stage.root_str(), COPY_DIR]),
-            "a 300-byte package name",
-        ),
+        (&stage, stage.stage_cmd("apply"), "a 300-byte package name"),
     ] {
         let before = host.snapshot();
         let run = cmd.run();
@@ -1740,8 +1723,7 @@ fn huge_interrupt_values_are_cut_in_error_messages() {
         json!({"type": "service_restart", "services": huge}),
         json!({"type": "service_restart", "services": [format!("-{huge}")]}),
     ] {
-        let host = FakeHost::new();
-        drop_busybox(&host);
+        let host = FakeHost::bare();
         package_dir_only(&host);
         let run = host.interrupt(&interrupt_data(&payload.to_string())).run();
         run.assert_code(1);

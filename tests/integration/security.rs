@@ -27,11 +27,7 @@ use crate::util::{
 
 /// The package of most tests: off host (no chroot needed), two apply steps and their checks.
 fn package() -> Package {
-    Package::new()
-        .step("apply", Step::new("s1.sh").on_host(false))
-        .step("apply", Step::new("s2.sh").on_host(false))
-        .step("apply-check", Step::new("s1_check.sh").on_host(false))
-        .step("apply-check", Step::new("s2_check.sh").on_host(false))
+    Package::off_host(&["s1.sh", "s2.sh"], &["s1_check.sh", "s2_check.sh"])
 }
 
 /// `package()` with its config.json edited.
@@ -47,15 +43,6 @@ fn victim(host: &FakeHost) -> PathBuf {
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("keep"), "keep\n").unwrap();
     dir
-}
-
-/// A fake host without `bin/busybox`, for tests in which nothing may run chrooted: hashing the
-/// 2 MB binary twice per run would dominate them, and a command that ran anyway would still
-/// show (in the hashes, the calls log or stdout).
-fn bare_host() -> FakeHost {
-    let host = FakeHost::new();
-    fs::remove_file(host.path("bin/busybox")).unwrap();
-    host
 }
 
 /// ROOT and the scratch dir outside it, hashed together.
@@ -130,7 +117,7 @@ fn step_paths_that_leave_skyhook_dir_are_refused_and_nothing_runs() {
         "{VICTIM}/evil.sh",
         "/bin/sh",
     ] {
-        let host = bare_host();
+        let host = FakeHost::bare();
         let victim = victim(&host);
         let evil = victim.join("evil.sh");
         fs::write(
@@ -177,7 +164,7 @@ fn package_names_and_versions_cannot_steer_state_outside_root() {
                 .map(|v| ("package_version", v, "is not a valid semantic version")),
         );
     for (field, value, needle) in cases {
-        let host = bare_host();
+        let host = FakeHost::bare();
         let victim = victim(&host);
         host.install(&edited(|c| c[field] = json!(value)));
         let before = whole(&host);
@@ -211,14 +198,14 @@ fn resource_ids_cannot_steer_state_outside_root() {
     ];
     for (rid, needle) in &cases {
         for interrupt in [false, true] {
-            let host = bare_host();
+            let host = FakeHost::bare();
             let victim = victim(&host);
             host.install(&package());
             let before = whole(&host);
             let cmd = if interrupt {
                 host.interrupt(&interrupt_data(r#"{"type":"no_op"}"#))
             } else {
-                host.agent().args(["apply", &host.root_str(), COPY_DIR])
+                host.stage_cmd("apply")
             };
             let run = cmd.env("SKYHOOK_RESOURCE_ID", rid).run();
             // The prefix is never a path for a stage (SPEC §4): only interrupts name a
@@ -249,14 +236,14 @@ fn directory_variables_that_climb_out_of_root_are_refused() {
     for var in ["SKYHOOK_ROOT_DIR", "SKYHOOK_LOG_DIR"] {
         for value in &values {
             for interrupt in [false, true] {
-                let host = bare_host();
+                let host = FakeHost::bare();
                 let victim = victim(&host);
                 host.install(&package());
                 let before = whole(&host);
                 let cmd = if interrupt {
                     host.interrupt(&interrupt_data(r#"{"type":"no_op"}"#))
                 } else {
-                    host.agent().args(["apply", &host.root_str(), COPY_DIR])
+                    host.stage_cmd("apply")
                 };
                 let run = cmd.env(var, value).run();
                 run.assert_code(1);
@@ -273,7 +260,7 @@ fn directory_variables_that_climb_out_of_root_are_refused() {
 
 #[test]
 fn a_copy_dir_that_climbs_out_of_root_is_refused() {
-    let host = bare_host();
+    let host = FakeHost::bare();
     let victim = victim(&host);
     host.install(&package());
     let before = whole(&host);
@@ -317,7 +304,7 @@ fn expected_config_files_cannot_name_files_outside_the_configmaps() {
         "/etc/passwd",
         "",
     ] {
-        let host = bare_host();
+        let host = FakeHost::bare();
         let victim = victim(&host);
         host.install(&package().expect_config_file(entry));
         let before = whole(&host);
@@ -991,7 +978,7 @@ fn option_like_and_invalid_unit_names_are_rejected_before_anything_runs() {
     ];
     let too_long = "a".repeat(256);
     for name in names.iter().copied().chain([too_long.as_str()]) {
-        let host = bare_host();
+        let host = FakeHost::bare();
         host.mkdir(PKG_DIR);
         let before = whole(&host);
         let payload = json!({"type": "service_restart", "services": ["kubelet", name]});
@@ -1066,7 +1053,7 @@ fn no_op_with_blob(base64_len: usize) -> (String, String) {
 fn interrupt_data_beyond_the_kernel_argument_limit_never_reaches_the_agent() {
     // The 1 MiB limit of SPEC §9.2 is pinned on the decoder (interrupts.rs); from argv, the
     // kernel refuses anything over 128 KiB before the agent starts.
-    let host = bare_host();
+    let host = FakeHost::bare();
     host.mkdir(PKG_DIR);
     let (_, data) = no_op_with_blob(MAX_ARG_STRLEN + 1024);
     assert!(data.len() >= MAX_ARG_STRLEN);
@@ -1103,7 +1090,7 @@ fn a_large_payload_with_a_huge_unknown_field_runs_and_only_names_the_field() {
 
 #[test]
 fn decoding_a_large_payload_with_a_huge_unknown_field_prints_the_canonical_form() {
-    let host = bare_host();
+    let host = FakeHost::bare();
     let (_, data) = no_op_with_blob(MAX_ARG_STRLEN - 4096);
     let before = whole(&host);
     let run = host.agent().args(["interrupts", "decode", &data]).run();
@@ -1135,7 +1122,7 @@ fn oversized_interrupt_data_is_rejected_and_nothing_changes() {
         ),
     ];
     for (data, message) in cases {
-        let host = bare_host();
+        let host = FakeHost::bare();
         host.install(&package());
         let before = whole(&host);
         let run = host.interrupt(&data).run();
