@@ -223,6 +223,7 @@ fn a_lock_held_by_an_agent_killed_with_sigkill_does_not_block_the_next_one() {
     host.install(
         &Package::new()
             .step("apply", Step::new("s1.sh").on_host(false).script(once_slow))
+            .step("apply", Step::new("s2.sh").on_host(false))
             .step("apply-check", Step::new("s1_check.sh").on_host(false)),
     );
     let killed = spawn_stage(&host);
@@ -283,6 +284,7 @@ fn a_lock_held_by_an_agent_killed_with_sigkill_does_not_block_the_next_one() {
         started.elapsed()
     );
     assert_eq!(host.ran_count("s1.sh"), 2, "the unmarked step runs again");
+    assert_eq!(host.ran_count("s2.sh"), 1, "the step after it runs once");
     assert!(
         host.read_string(PACKAGE_LOCK)
             .starts_with(&format!("pid={next_pid} boot_id={BOOT_ID} started=")),
