@@ -154,6 +154,16 @@ fn rfc3339_nano_parser_accepts_only_go_format() {
     assert!(parse_rfc3339_nano_utc("2026-11-30T10:27:28.149140Z").is_none());
     assert!(parse_rfc3339_nano_utc("2026-11-30T10:27:28.149141").is_none());
     assert!(parse_rfc3339_nano_utc("2026-11-30T10:27:28.149141+00:00").is_none());
+    for bad in [
+        "2026-11-30t10:27:28Z",
+        "2026-13-30T10:27:28Z",
+        "2026-11-30T10:27:28.Z",
+        "2026-11-30T10:27:28.1234567891Z",
+        "2026-11-30 10:27:28Z",
+        "26-11-30T10:27:28Z",
+    ] {
+        assert!(parse_rfc3339_nano_utc(bad).is_none(), "{bad}");
+    }
     let a = parse_rfc3339_nano_utc("1970-01-02T00:00:01.5Z").unwrap();
     assert_eq!(
         a.duration_since(std::time::UNIX_EPOCH).unwrap(),
@@ -169,7 +179,13 @@ fn log_name_parser_splits_base_timestamp_and_collision() {
     let n = parse_log_name("x-2026-11-30-102928.123456789-2.log").unwrap();
     assert_eq!(n.base, "x");
     assert_eq!(n.collision, Some(2));
+    assert_eq!(
+        n.time.duration_since(std::time::UNIX_EPOCH).unwrap(),
+        Duration::new(1_796_034_568, 123_456_789)
+    );
     assert!(parse_log_name("x-2026-11-30-102928.log").is_none());
+    assert!(parse_log_name("x-2026-13-30-102928.123456789.log").is_none());
+    assert!(parse_log_name("-2026-11-30-102928.123456789.log").is_none());
     assert!(parse_log_name("x-2026-11-30-102928.123456789.log.err").is_none());
 }
 
