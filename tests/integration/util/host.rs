@@ -125,6 +125,13 @@ impl FakeHost {
         host
     }
 
+    /// A fresh host with an empty package directory at COPY_DIR: what interrupts run in.
+    pub fn with_package_dir() -> Self {
+        let host = Self::new();
+        host.mkdir(COPY_DIR);
+        host
+    }
+
     /// ROOT as a path.
     pub fn root(&self) -> &Path {
         &self.root

@@ -156,3 +156,8 @@ pub fn repo() -> PathBuf {
 pub fn repo_file(rel: &str) -> String {
     fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
 }
+
+/// `INTERRUPT_FLAGS/<name>`: a marker of resource `abc_pkg_1.0.0`.
+pub fn interrupt_marker(name: &str) -> String {
+    format!("{INTERRUPT_FLAGS}/{name}")
+}
