@@ -25,7 +25,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-#[path = "../integration/util.rs"]
+#[path = "../integration/util/mod.rs"]
 #[macro_use]
 #[allow(
     dead_code,

@@ -3,12 +3,9 @@
 use serde_json::Value;
 
 use crate::util::{
-    CHECK_RESULTS, FLAGS, FakeHost, HISTORY, PKG_FLAGS, Package, START, Step, assert_recent,
-    parse_rfc3339_nano_utc, python_history,
+    ALL_CHECKED, CHECK_RESULTS, FLAGS, FOO, FakeHost, HISTORY, PKG_FLAGS, Package, START, Step,
+    assert_recent, parse_rfc3339_nano_utc, python_history,
 };
-
-const ALL_CHECKED: &str = "var/lib/skyhook/sk1/flags/apply-check_ALL_CHECKED";
-const FOO: (&str, &str) = ("FOO", "foo-value");
 
 /// Parse the history file; returns (current-version, [(version, time)]).
 fn history(host: &FakeHost) -> (String, Vec<(String, String)>) {

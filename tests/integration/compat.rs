@@ -2,9 +2,10 @@
 //! (native markers) agents is honoured, and the state this agent writes carries the exact names
 //! the Python agent looks for (transcripts 01, 04, 11, 12).
 
-use crate::util::{CHECK_RESULTS, FakeHost, HISTORY, PKG_FLAGS, Package, Step, python_history};
+use crate::util::{
+    CHECK_RESULTS, FOO, FakeHost, HISTORY, PKG_FLAGS, Package, Step, python_history,
+};
 
-const FOO: (&str, &str) = ("FOO", "foo-value");
 const PY_MARKER: &str = "last_run: 2026-11-30T10:27:28.149141\nstep_always_runs: False";
 const GO_MARKER: &str = "last_run: 2026-11-30T10:27:28.149141Z\nstep_always_runs: false";
 

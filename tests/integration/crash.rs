@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::{
-    BOOT_ID, CHECK_RESULTS, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, PKG_DIR, PKG_FLAGS,
-    PKG_LOGS, Package, Reaper, STATE, SeedReport, SeededRng, Step, hold_flock, interrupt_data,
-    is_state_temp_name, parse_log_name, parse_rfc3339_nano_utc, reliability_seeds,
+    BOOT_ID, CHECK_RESULTS, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, NODE_RESTART, PKG_DIR,
+    PKG_FLAGS, PKG_LOGS, Package, Reaper, STATE, SeedReport, SeededRng, Step, hold_flock,
+    interrupt_data, is_state_temp_name, parse_log_name, parse_rfc3339_nano_utc, reliability_seeds,
     reliability_trials,
 };
 
@@ -785,7 +785,6 @@ fn service_restart_survives_sigkill_at_random_moments() {
 // The reboot protocol
 // ---------------------------------------------------------------------------------------------
 
-const NODE_RESTART: &str = r#"{"type":"node_restart"}"#;
 const PENDING: &str = "node_restart_0.pending";
 const COMPLETE: &str = "node_restart_0.complete";
 

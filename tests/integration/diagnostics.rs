@@ -62,11 +62,7 @@ fn stable(v: &Value, varying: &[&str]) -> Value {
 }
 
 fn two_steps() -> Package {
-    Package::new()
-        .step("apply", Step::new("s1.sh").on_host(false))
-        .step("apply", Step::new("s2.sh").on_host(false))
-        .step("apply-check", Step::new("s1_check.sh").on_host(false))
-        .step("apply-check", Step::new("s2_check.sh").on_host(false))
+    Package::off_host(&["s1.sh", "s2.sh"], &["s1_check.sh", "s2_check.sh"])
 }
 
 #[test]

@@ -4,18 +4,7 @@
 //! the binary embeds, and a build context that holds every file cargo needs. The container
 //! suite (tests/container) builds the image and runs it.
 
-use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("agent-cli sits in the workspace root")
-        .to_path_buf()
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
-}
+use crate::util::{repo, repo_file as read};
 
 /// One Dockerfile instruction: keyword and arguments, continuation lines joined.
 #[derive(Debug, Clone)]
@@ -61,14 +50,18 @@ fn find<'a>(stage: &'a [Instruction], keyword: &str) -> Vec<&'a Instruction> {
     stage.iter().filter(|i| i.keyword == keyword).collect()
 }
 
-/// `key = "value"` in the first matching line of a TOML file.
-fn toml_value(text: &str, key: &str) -> String {
-    text.lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            (k.trim() == key).then(|| v.trim().trim_matches('"').to_owned())
-        })
-        .unwrap_or_else(|| panic!("no {key} in the manifest"))
+/// The TOML file `rel`, parsed.
+fn manifest(rel: &str) -> toml::Value {
+    toml::Value::Table(read(rel).parse().unwrap_or_else(|e| panic!("{rel}: {e}")))
+}
+
+/// The string at `dotted.key` of the TOML file `rel`.
+fn toml_value(rel: &str, key: &str) -> String {
+    key.split('.')
+        .try_fold(&manifest(rel), |v, k| v.get(k))
+        .and_then(toml::Value::as_str)
+        .unwrap_or_else(|| panic!("no {key} in {rel}"))
+        .to_owned()
 }
 
 /// The stage named `name` (`FROM ... AS name`).
@@ -115,7 +108,7 @@ fn dockerfile_final_stage_is_from_scratch_with_nothing_but_the_binary_and_licens
         read("LICENSE").contains("Apache License"),
         "the license file the image carries"
     );
-    let license = toml_value(&read("Cargo.toml"), "license");
+    let license = toml_value("Cargo.toml", "workspace.package.license");
     assert_eq!(license, "Apache-2.0");
 }
 
@@ -162,8 +155,7 @@ fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64(
         .into_iter()
         .find(|r| r.args.contains("cargo build"))
         .expect("a RUN with cargo build");
-    let cli = read("agent-cli/Cargo.toml");
-    let package = toml_value(&cli, "name");
+    let package = toml_value("agent-cli/Cargo.toml", "package.name");
     for flag in [
         "--release",
         "--locked",
@@ -179,9 +171,16 @@ fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64(
         );
     }
     // The [[bin]] that builds target/<triple>/release/agent.
+    let bins = manifest("agent-cli/Cargo.toml")["bin"].clone();
     assert!(
-        cli.contains("[[bin]]\nname = \"agent\"\npath = \"src/bin/agent.rs\""),
-        "agent-cli declares the agent binary"
+        bins.as_array()
+            .unwrap()
+            .iter()
+            .any(
+                |b| b.get("name").and_then(toml::Value::as_str) == Some("agent")
+                    && b.get("path").and_then(toml::Value::as_str) == Some("src/bin/agent.rs")
+            ),
+        "agent-cli declares the agent binary: {bins:?}"
     );
     assert!(repo().join("agent-cli/src/bin/agent.rs").is_file());
     assert!(
@@ -214,7 +213,7 @@ fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64(
     );
 
     // The toolchain is at least the workspace's rust-version.
-    let wanted = toml_value(&read("Cargo.toml"), "rust-version");
+    let wanted = toml_value("Cargo.toml", "workspace.package.rust-version");
     let arg = find(&stages[0], "ARG")
         .into_iter()
         .find_map(|a| a.args.strip_prefix("RUST_VERSION="))
@@ -277,7 +276,7 @@ fn dockerfile_labels_follow_oci_annotations() {
         .map(|l| l.args.clone())
         .collect::<Vec<_>>()
         .join(" ");
-    let license = toml_value(&read("Cargo.toml"), "license");
+    let license = toml_value("Cargo.toml", "workspace.package.license");
     for (key, value) in [
         ("org.opencontainers.image.version", "${AGENT_VERSION}"),
         ("org.opencontainers.image.revision", "${GIT_SHA}"),
@@ -330,30 +329,33 @@ fn dockerignore_keeps_everything_cargo_needs_and_drops_build_output() {
     assert!(ignored(&patterns, ".git"));
     assert!(!ignored(&patterns, "LICENSE"), "the image carries LICENSE");
 
-    let root = read("Cargo.toml");
-    let members_line = root
-        .lines()
-        .find(|l| l.trim_start().starts_with("members"))
-        .expect("workspace members");
-    let members: Vec<&str> = members_line.split('"').skip(1).step_by(2).collect();
+    let root = manifest("Cargo.toml");
+    let members: Vec<&str> = root["workspace"]["members"]
+        .as_array()
+        .expect("workspace members")
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
     assert!(members.contains(&"agent-cli"), "{members:?}");
     let mut needed: Vec<String> = vec!["Cargo.toml".into(), "Cargo.lock".into()];
     for member in &members {
         needed.push(format!("{member}/Cargo.toml"));
-        let manifest = read(&format!("{member}/Cargo.toml"));
         // Every `path = "..."` (targets and path dependencies), relative to the member.
-        for line in manifest.lines() {
-            if let Some((k, v)) = line.split_once('=') {
-                if k.trim() == "path" {
-                    needed.push(normalize(&format!(
-                        "{member}/{}",
-                        v.trim().trim_matches('"')
-                    )));
+        let mut stack = vec![manifest(&format!("{member}/Cargo.toml"))];
+        while let Some(value) = stack.pop() {
+            match value {
+                toml::Value::Table(t) => {
+                    for (k, v) in t {
+                        match v.as_str() {
+                            Some(p) if k == "path" => {
+                                needed.push(normalize(&format!("{member}/{p}")));
+                            }
+                            _ => stack.push(v),
+                        }
+                    }
                 }
-            }
-            if let Some(rest) = line.split_once("path = \"") {
-                let p = rest.1.split('"').next().unwrap();
-                needed.push(normalize(&format!("{member}/{p}")));
+                toml::Value::Array(a) => stack.extend(a),
+                _ => {}
             }
         }
         if repo().join(member).join("build.rs").exists() {

@@ -2,22 +2,11 @@
 //! against a fake host with their own args and env, the JSON diagnostics carry the field
 //! names docs/operations.md lists, and docs/*.md and README.md name only files that exist.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{COPY_DIR, FakeHost, Package, Step, b64};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("agent-cli sits in the workspace root")
-        .to_path_buf()
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
-}
+use crate::util::{COPY_DIR, FakeHost, Package, Step, b64, repo, repo_file as read};
 
 // ---------------------------------------------------------------------------------------------
 // examples/kubernetes

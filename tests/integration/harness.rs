@@ -13,6 +13,25 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// What `python3 -c script` prints for `input` on its standard input.
+fn python3(script: &str, input: &[u8]) -> String {
+    let Ok(out) = Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().unwrap().write_all(input)?;
+            child.wait_with_output()
+        })
+    else {
+        crate::util::cannot_run("python3 is missing: install it (scripts/test.sh does)");
+    };
+    assert!(out.status.success(), "python3 failed: {script}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn sha256_matches_known_digests() {
     assert_eq!(
@@ -28,6 +47,14 @@ fn sha256_matches_known_digests() {
         sha256_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
     );
+    // Python's hashlib as an oracle independent of the crate the agent hashes with too.
+    let corpus: Vec<String> = (0..130).map(|n| "é\n\"x".repeat(n)).collect();
+    let expected = python3(
+        "import sys,json,hashlib\nfor s in json.load(sys.stdin): print(hashlib.sha256(s.encode()).hexdigest())",
+        &serde_json::to_vec(&corpus).unwrap(),
+    );
+    let ours: Vec<String> = corpus.iter().map(|s| sha256_hex(s.as_bytes())).collect();
+    assert_eq!(ours, expected.lines().collect::<Vec<_>>());
 }
 
 #[test]
@@ -111,22 +138,10 @@ fn py_repr_matches_python3() {
     ];
     assert_eq!(py_repr_str("it's"), "\"it's\"");
     assert_eq!(py_repr_str("both ' and \""), "'both \\' and \"'");
-    let Ok(out) = Command::new("python3")
-        .arg("-c")
-        .arg("import sys,json\nfor s in json.load(sys.stdin): print(repr(s))")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            let input = serde_json::to_vec(&corpus).unwrap();
-            child.stdin.take().unwrap().write_all(&input)?;
-            child.wait_with_output()
-        })
-    else {
-        crate::util::cannot_run("python3 is missing: install it (scripts/test.sh does)");
-    };
-    let expected = String::from_utf8(out.stdout).unwrap();
+    let expected = python3(
+        "import sys,json\nfor s in json.load(sys.stdin): print(repr(s))",
+        &serde_json::to_vec(&corpus).unwrap(),
+    );
     let ours: Vec<String> = corpus.iter().map(|s| py_repr_str(s)).collect();
     assert_eq!(ours, expected.lines().collect::<Vec<_>>());
 }
@@ -139,6 +154,16 @@ fn rfc3339_nano_parser_accepts_only_go_format() {
     assert!(parse_rfc3339_nano_utc("2026-11-30T10:27:28.149140Z").is_none());
     assert!(parse_rfc3339_nano_utc("2026-11-30T10:27:28.149141").is_none());
     assert!(parse_rfc3339_nano_utc("2026-11-30T10:27:28.149141+00:00").is_none());
+    for bad in [
+        "2026-11-30t10:27:28Z",
+        "2026-13-30T10:27:28Z",
+        "2026-11-30T10:27:28.Z",
+        "2026-11-30T10:27:28.1234567891Z",
+        "2026-11-30 10:27:28Z",
+        "26-11-30T10:27:28Z",
+    ] {
+        assert!(parse_rfc3339_nano_utc(bad).is_none(), "{bad}");
+    }
     let a = parse_rfc3339_nano_utc("1970-01-02T00:00:01.5Z").unwrap();
     assert_eq!(
         a.duration_since(std::time::UNIX_EPOCH).unwrap(),
@@ -154,7 +179,13 @@ fn log_name_parser_splits_base_timestamp_and_collision() {
     let n = parse_log_name("x-2026-11-30-102928.123456789-2.log").unwrap();
     assert_eq!(n.base, "x");
     assert_eq!(n.collision, Some(2));
+    assert_eq!(
+        n.time.duration_since(std::time::UNIX_EPOCH).unwrap(),
+        Duration::new(1_796_034_568, 123_456_789)
+    );
     assert!(parse_log_name("x-2026-11-30-102928.log").is_none());
+    assert!(parse_log_name("x-2026-13-30-102928.123456789.log").is_none());
+    assert!(parse_log_name("-2026-11-30-102928.123456789.log").is_none());
     assert!(parse_log_name("x-2026-11-30-102928.123456789.log.err").is_none());
 }
 
@@ -265,4 +296,38 @@ fn snapshot_reports_added_changed_and_removed_paths() {
     assert!(diff[0].starts_with("~ etc/a"));
     assert!(diff[1].starts_with("- etc/b"));
     assert!(diff[2].starts_with("+ etc/c"));
+}
+
+#[test]
+fn no_test_name_is_repeated_across_suites() {
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests");
+    let mut seen = std::collections::BTreeMap::<String, Vec<String>>::new();
+    let mut dirs = vec![tests.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let mut after_test = false;
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let line = line.trim();
+                if line == "#[test]" {
+                    after_test = true;
+                } else if let Some(rest) = line.strip_prefix("fn ").filter(|_| after_test) {
+                    let name = rest.split('(').next().unwrap().to_owned();
+                    let file = path.strip_prefix(&tests).unwrap().display().to_string();
+                    seen.entry(name).or_default().push(file);
+                    after_test = false;
+                }
+            }
+        }
+    }
+    assert!(seen.len() > 400, "only {} tests found", seen.len());
+    let repeated: Vec<_> = seen.iter().filter(|(_, files)| files.len() > 1).collect();
+    assert!(repeated.is_empty(), "test names used twice: {repeated:?}");
 }

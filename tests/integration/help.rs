@@ -33,10 +33,7 @@ fn a_mistyped_mode_is_a_no_op_that_suggests_the_closest_mode() {
         );
     }
     // Nothing close: no suggestion.
-    let run = host
-        .agent()
-        .args(["reticulate", &host.root_str(), COPY_DIR])
-        .run();
+    let run = host.stage_cmd("reticulate").run();
     run.assert_success();
     assert!(!run.err().contains("did you mean"), "{run:?}");
     before.assert_unchanged(&host.snapshot(), "unknown modes");

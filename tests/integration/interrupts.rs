@@ -15,17 +15,16 @@ use ::interrupts as _;
 
 use crate::util::{
     BOOT_ID, BOOT_ID_FILE, Banner, COPY_DIR, FLAGS, FakeHost, HISTORY, INTERRUPT_FLAGS,
-    INTERRUPT_LOGS, PKG_DIR, Run, START, STATE, assert_recent, b64, eventually, interrupt_data,
-    parse_log_name, parse_rfc3339_nano_utc, signal_pid,
+    INTERRUPT_LOGS, NODE_RESTART, PKG_DIR, REBOOT_SHUTS_DOWN, Run, START, STATE, STOPPED,
+    assert_recent, b64, eventually, interrupt_data, interrupt_marker, parse_log_name,
+    parse_rfc3339_nano_utc, signal_pid,
 };
 
 const RID: &str = "abc_pkg_1.0.0";
 const TWO_SERVICES: &str = r#"{"type":"service_restart","services":["containerd","kubelet"]}"#;
-const NODE_RESTART: &str = r#"{"type":"node_restart"}"#;
 const MALFORMED: &str = r#"serialized interrupt must be base64-encoded JSON with a "type" field: "#;
 const KNOWN_TYPES: &str =
     "no_op, node_restart, restart_all_services, script_interrupt, service_restart";
-const STOPPED: &str = "agent stopped after receiving a termination signal";
 const SHUTDOWN: &str =
     "shutdown in progress; the reboot will be confirmed by boot ID on the next run";
 const RESULTS: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/interrupt.json";
@@ -38,27 +37,15 @@ const SYSTEMCTL_FAILS_KUBELET: &str = r#"if [ "$*" = "restart kubelet" ]; then
   exit 1
 fi
 echo "fake systemctl $*""#;
-/// A fake `reboot` killed by the shutdown it started (SIGTERM to itself).
-const REBOOT_SHUTS_DOWN: &str = "echo \"fake reboot: shutting down\"\nkill -TERM $$\nsleep 5";
 /// A fake `reboot` that publishes its pid in `/var/tmp/reboot.pid`, then hangs.
 const REBOOT_HANGS: &str =
     "echo $$ > /var/tmp/reboot.tmp\nmv /var/tmp/reboot.tmp /var/tmp/reboot.pid\nexec sleep 30";
 const REBOOT_PID: &str = "var/tmp/reboot.pid";
 
 /// A fake host with the (empty) package directory the operator would have copied.
-fn host() -> FakeHost {
-    let host = FakeHost::new();
-    host.mkdir(PKG_DIR);
-    host
-}
-
 /// `agent interrupt ROOT COPY_DIR base64(json)`.
 fn interrupt(host: &FakeHost, json: &str) -> Run {
     host.interrupt(&interrupt_data(json)).run()
-}
-
-fn marker(name: &str) -> String {
-    format!("{INTERRUPT_FLAGS}/{name}")
 }
 
 /// The banner of `agent interrupt` for `data` under the base environment.
@@ -80,7 +67,7 @@ fn skipping(op: &str) -> String {
 /// Assert `<marker>` holds a UTC RFC 3339 timestamp with nanoseconds, written just now.
 #[track_caller]
 fn assert_timestamp_marker(host: &FakeHost, name: &str) {
-    let content = host.read_string(&marker(name));
+    let content = host.read_string(&interrupt_marker(name));
     let t = parse_rfc3339_nano_utc(&content)
         .unwrap_or_else(|| panic!("{name}: {content:?} is not a UTC RFC3339Nano timestamp"));
     assert_recent(t, name);
@@ -119,7 +106,7 @@ fn operator_payloads_decode_and_run() {
         ),
         (r#"{"type":"script_interrupt"}"#, &[][..]),
     ] {
-        let host = host();
+        let host = FakeHost::with_package_dir();
         host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
         let run = interrupt(&host, json);
         run.assert_success();
@@ -149,7 +136,7 @@ fn python_agent_spaced_payloads_decode_and_run() {
         ),
         ("eyJ0eXBlIjogInNjcmlwdF9pbnRlcnJ1cHQifQ==", &[][..]),
     ] {
-        let host = host();
+        let host = FakeHost::with_package_dir();
         host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
         let run = host.interrupt(data).run();
         run.assert_success();
@@ -161,7 +148,7 @@ fn python_agent_spaced_payloads_decode_and_run() {
 #[test]
 fn banner_shows_mode_interrupt_and_the_data() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let data = interrupt_data(TWO_SERVICES);
     let run = host.interrupt(&data).run();
     run.assert_success();
@@ -181,7 +168,7 @@ fn banner_shows_mode_interrupt_and_the_data() {
 #[test]
 fn service_restart_echoes_each_command_before_it_runs() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("systemctl", SYSTEMCTL_ECHOES);
     let run = interrupt(&host, TWO_SERVICES);
     run.assert_success();
@@ -207,7 +194,7 @@ fn service_restart_echoes_each_command_before_it_runs() {
 #[test]
 fn service_restart_marks_each_operation_with_an_rfc3339_timestamp() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     interrupt(&host, TWO_SERVICES).assert_success();
     assert_eq!(
         host.list(INTERRUPT_FLAGS),
@@ -225,7 +212,7 @@ fn service_restart_marks_each_operation_with_an_rfc3339_timestamp() {
 #[test]
 fn service_restart_rerun_skips_every_operation_and_runs_nothing() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     interrupt(&host, TWO_SERVICES).assert_success();
     let before = host.snapshot();
     let run = interrupt(&host, TWO_SERVICES);
@@ -262,7 +249,7 @@ fn service_restart_without_services_only_reloads_the_daemon() {
         r#"{"type":"service_restart","services":[]}"#,
         r#"{"type":"service_restart","services":null}"#,
     ] {
-        let host = host();
+        let host = FakeHost::with_package_dir();
         let run = interrupt(&host, json);
         run.assert_success();
         assert_eq!(host.calls(), ["systemctl daemon-reload"], "{json}\n{run:?}");
@@ -277,7 +264,7 @@ fn service_restart_without_services_only_reloads_the_daemon() {
 #[test]
 fn failed_operation_exits_1_naming_the_command_and_keeps_earlier_markers() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("systemctl", SYSTEMCTL_FAILS_KUBELET);
     let run = interrupt(&host, TWO_SERVICES);
     run.assert_code(1);
@@ -292,7 +279,7 @@ fn failed_operation_exits_1_naming_the_command_and_keeps_earlier_markers() {
 #[test]
 fn rerun_after_a_failure_resumes_at_the_failed_operation() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("systemctl", SYSTEMCTL_FAILS_KUBELET);
     interrupt(&host, TWO_SERVICES).assert_code(1);
     host.set_fake_tool("systemctl", SYSTEMCTL_ECHOES);
@@ -321,10 +308,16 @@ fn rerun_after_a_failure_resumes_at_the_failed_operation() {
 #[test]
 fn python_agent_markers_are_honored() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     // Transcript 15: the Python agent wrote `time.time()` without a newline.
-    host.write(&marker("service_restart_0.complete"), "1796034510.8656268");
-    host.write(&marker("service_restart_1.complete"), "1796034510.9216585");
+    host.write(
+        &interrupt_marker("service_restart_0.complete"),
+        "1796034510.8656268",
+    );
+    host.write(
+        &interrupt_marker("service_restart_1.complete"),
+        "1796034510.9216585",
+    );
     let run = interrupt(&host, TWO_SERVICES);
     run.assert_success();
     assert_eq!(host.calls(), ["systemctl restart kubelet"]);
@@ -337,7 +330,7 @@ fn python_agent_markers_are_honored() {
         "{run:?}"
     );
     assert_eq!(
-        host.read_string(&marker("service_restart_0.complete")),
+        host.read_string(&interrupt_marker("service_restart_0.complete")),
         "1796034510.8656268",
         "an existing marker is left as it is"
     );
@@ -346,13 +339,13 @@ fn python_agent_markers_are_honored() {
 #[test]
 fn go_agent_markers_are_honored() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.write(
-        &marker("service_restart_0.complete"),
+        &interrupt_marker("service_restart_0.complete"),
         "2026-11-30T10:28:30.914348123Z",
     );
     host.write(
-        &marker("restart_all_services_0.complete"),
+        &interrupt_marker("restart_all_services_0.complete"),
         "2026-11-30T10:28:31Z",
     );
     interrupt(
@@ -367,9 +360,9 @@ fn go_agent_markers_are_honored() {
 #[test]
 fn an_empty_completion_marker_does_not_count_as_done() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     // SPEC §5: an empty state file means "unknown"; the safe action is to run again.
-    host.write(&marker("restart_all_services_0.complete"), "");
+    host.write(&interrupt_marker("restart_all_services_0.complete"), "");
     let run = interrupt(&host, r#"{"type":"restart_all_services"}"#);
     run.assert_success();
     assert_eq!(host.calls(), ["service procps force-reload"]);
@@ -383,7 +376,7 @@ fn an_empty_completion_marker_does_not_count_as_done() {
 #[test]
 fn restart_all_services_reloads_procps() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let json = r#"{"type":"restart_all_services"}"#;
     let run = interrupt(&host, json);
     run.assert_success();
@@ -402,7 +395,7 @@ fn restart_all_services_reloads_procps() {
 #[test]
 fn no_op_writes_its_unindexed_marker_and_runs_nothing() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let json = r#"{"type":"no_op"}"#;
     let run = interrupt(&host, json);
     run.assert_success();
@@ -418,7 +411,7 @@ fn no_op_writes_its_unindexed_marker_and_runs_nothing() {
 #[test]
 fn script_interrupt_runs_nothing_and_writes_no_marker() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let json = r#"{"type":"script_interrupt"}"#;
     let run = interrupt(&host, json);
     run.assert_success();
@@ -430,7 +423,7 @@ fn script_interrupt_runs_nothing_and_writes_no_marker() {
 #[test]
 fn commands_run_chrooted_into_root_with_cwd_copy_dir() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("service", "pwd > /var/tmp/cwd");
     interrupt(&host, r#"{"type":"restart_all_services"}"#).assert_success();
     assert_eq!(host.read_string("var/tmp/cwd"), format!("{COPY_DIR}\n"));
@@ -443,7 +436,7 @@ fn commands_run_chrooted_into_root_with_cwd_copy_dir() {
 #[test]
 fn reboot_killed_by_sigterm_is_the_shutdown_and_stays_pending() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     let run = interrupt(&host, NODE_RESTART);
     run.assert_success();
@@ -453,16 +446,16 @@ fn reboot_killed_by_sigterm_is_the_shutdown_and_stays_pending() {
     );
     assert_eq!(host.calls(), ["reboot"]);
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n")
     );
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn reboot_exiting_zero_without_a_shutdown_fails_after_ten_seconds() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     // The default fake reboot exits 0 and nothing stops the agent.
     let run = interrupt(&host, NODE_RESTART);
     run.assert_code(1);
@@ -474,29 +467,29 @@ fn reboot_exiting_zero_without_a_shutdown_fails_after_ten_seconds() {
     );
     assert_eq!(host.calls(), ["reboot"]);
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n"),
         "the pending marker is kept for the next run"
     );
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn failing_reboot_exits_1_naming_the_command_and_exit_code() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", "echo \"fake reboot: failing\" >&2\nexit 1");
     let run = interrupt(&host, NODE_RESTART);
     run.assert_code(1);
     run.assert_stderr_line_contains(&["reboot", "exit code 1"]);
     assert_eq!(host.calls(), ["reboot"]);
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn sigterm_to_the_agent_during_reboot_is_the_shutdown_it_asked_for() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_HANGS);
     let agent = host
         .interrupt(&interrupt_data(NODE_RESTART))
@@ -509,16 +502,16 @@ fn sigterm_to_the_agent_during_reboot_is_the_shutdown_it_asked_for() {
     run.assert_success();
     run.assert_stdout_contains(&format!("{SHUTDOWN}\n"));
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n")
     );
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn reboot_that_terminates_the_agent_is_the_shutdown() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     // Transcript 18's fake reboot: SIGTERM to its parent, as a shutdown would.
     host.set_fake_tool("reboot", "kill -TERM $PPID\nsleep 5");
     let run = interrupt(&host, NODE_RESTART);
@@ -526,16 +519,16 @@ fn reboot_that_terminates_the_agent_is_the_shutdown() {
     run.assert_stdout_contains(&format!("{SHUTDOWN}\n"));
     assert_eq!(host.calls(), ["reboot"]);
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n")
     );
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn sigterm_to_the_agent_while_it_waits_for_the_shutdown_is_the_shutdown() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     // The default fake reboot exits 0: the agent then waits for the shutdown to stop it.
     let agent = host.interrupt(&interrupt_data(NODE_RESTART)).spawn();
     assert!(
@@ -552,20 +545,20 @@ fn sigterm_to_the_agent_while_it_waits_for_the_shutdown_is_the_shutdown() {
         "stopped by the signal, not the 10 s wait ({:?})",
         run.elapsed
     );
-    assert!(host.is_file(&marker("node_restart_0.pending")));
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(host.is_file(&interrupt_marker("node_restart_0.pending")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn reboot_survives_kill_9_and_completes_once_the_boot_id_changes() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_HANGS);
     let mut agent = host.interrupt(&interrupt_data(NODE_RESTART)).spawn();
     let pid = reboot_pid(&host);
     // Written and synced before the command started.
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n")
     );
     agent.signal("KILL");
@@ -574,7 +567,7 @@ fn reboot_survives_kill_9_and_completes_once_the_boot_id_changes() {
     let killed = agent.wait();
     assert_eq!(killed.code(), None, "killed by SIGKILL\n{killed:?}");
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n"),
         "the pending marker survives the agent being killed"
     );
@@ -583,16 +576,16 @@ fn reboot_survives_kill_9_and_completes_once_the_boot_id_changes() {
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     interrupt(&host, NODE_RESTART).assert_success();
     assert_eq!(host.calls(), ["reboot", "reboot"]);
-    assert!(host.is_file(&marker("node_restart_0.pending")));
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(host.is_file(&interrupt_marker("node_restart_0.pending")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 
     // New boot: complete without rebooting.
     host.set_boot_id("99999999-8888-4777-8666-555555555555");
     let run = interrupt(&host, NODE_RESTART);
     run.assert_success();
     assert_eq!(host.calls(), ["reboot", "reboot"], "no additional reboot");
-    assert!(host.is_file(&marker("node_restart_0.complete")));
-    assert!(!host.exists(&marker("node_restart_0.pending")));
+    assert!(host.is_file(&interrupt_marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.pending")));
     assert!(
         !after_banner(&host, &run, NODE_RESTART).contains("reboot\n"),
         "{run:?}"
@@ -612,7 +605,7 @@ fn reboot_survives_kill_9_and_completes_once_the_boot_id_changes() {
 #[test]
 fn reboot_loop_guard_stops_after_max_attempts_under_one_boot_id() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     let data = interrupt_data(NODE_RESTART);
     for attempt in 1..=2 {
@@ -631,7 +624,7 @@ fn reboot_loop_guard_stops_after_max_attempts_under_one_boot_id() {
     run.assert_stderr_contains("reboot requested 2 times but the host never restarted");
     assert_eq!(host.calls(), ["reboot", "reboot"], "the third run rebooted");
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n"),
         "the pending marker keeps upstream's format"
     );
@@ -640,69 +633,72 @@ fn reboot_loop_guard_stops_after_max_attempts_under_one_boot_id() {
 #[test]
 fn missing_boot_id_fails_before_anything_runs() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     std::fs::remove_file(host.path(BOOT_ID_FILE)).unwrap();
     let run = interrupt(&host, NODE_RESTART);
     run.assert_code(1);
     run.assert_stderr_contains("boot ID");
     assert!(host.calls().is_empty(), "{:?}", host.calls());
-    assert!(!host.exists(&marker("node_restart_0.pending")));
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.pending")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn empty_boot_id_fails_before_anything_runs() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     host.write(BOOT_ID_FILE, " \n");
     let run = interrupt(&host, NODE_RESTART);
     run.assert_code(1);
     run.assert_stderr_contains("boot ID");
     assert!(host.calls().is_empty(), "{:?}", host.calls());
-    assert!(!host.exists(&marker("node_restart_0.pending")));
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.pending")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn malformed_pending_marker_is_replaced_and_reboot_runs() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
-    host.write(&marker("node_restart_0.pending"), "garbage");
+    host.write(&interrupt_marker("node_restart_0.pending"), "garbage");
     let run = interrupt(&host, NODE_RESTART);
     run.assert_success();
     run.assert_stderr_contains("malformed pending marker");
     assert_eq!(host.calls(), ["reboot"]);
     assert_eq!(
-        host.read_string(&marker("node_restart_0.pending")),
+        host.read_string(&interrupt_marker("node_restart_0.pending")),
         format!("boot-id:{BOOT_ID}\n")
     );
-    assert!(!host.exists(&marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
 
 #[test]
 fn pending_marker_of_an_earlier_boot_completes_without_rebooting() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     // As the Go agent leaves it when the reboot killed it.
     host.write(
-        &marker("node_restart_0.pending"),
+        &interrupt_marker("node_restart_0.pending"),
         "boot-id:00000000-0000-4000-8000-000000000000\n",
     );
     let run = interrupt(&host, NODE_RESTART);
     run.assert_success();
     assert!(host.calls().is_empty(), "{:?}", host.calls());
-    assert!(host.is_file(&marker("node_restart_0.complete")));
-    assert!(!host.exists(&marker("node_restart_0.pending")));
+    assert!(host.is_file(&interrupt_marker("node_restart_0.complete")));
+    assert!(!host.exists(&interrupt_marker("node_restart_0.pending")));
 }
 
 #[test]
 fn completed_node_restart_is_skipped() {
     require_root!();
-    let host = host();
-    host.write(&marker("node_restart_0.complete"), "1796034513.5529218");
+    let host = FakeHost::with_package_dir();
+    host.write(
+        &interrupt_marker("node_restart_0.complete"),
+        "1796034513.5529218",
+    );
     let run = interrupt(&host, NODE_RESTART);
     run.assert_success();
     assert_eq!(
@@ -720,7 +716,7 @@ fn completed_node_restart_is_skipped() {
 /// nothing run and nothing under ROOT changed.
 #[track_caller]
 fn assert_rejected(data: &str, needle: &str) -> Run {
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let before = host.snapshot();
     let run = host.interrupt(data).run();
     run.assert_code(1);
@@ -766,7 +762,7 @@ fn unknown_type_names_every_registered_type() {
 #[test]
 fn unknown_extra_fields_are_ignored_with_a_warning() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let run = interrupt(
         &host,
         r#"{"type":"service_restart","services":["kubelet"],"drain_first":true}"#,
@@ -831,7 +827,7 @@ fn payloads_over_one_mebibyte_are_rejected() {
 #[test]
 fn one_log_per_invocation_holds_the_echoed_commands_and_their_output() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "systemctl",
         r#"echo "fake systemctl $*"; echo "warn $*" >&2"#,
@@ -869,7 +865,7 @@ fn one_log_per_invocation_holds_the_echoed_commands_and_their_output() {
 #[test]
 fn logs_use_the_package_and_version_of_the_resource_id() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let rid = "sk1-uid-3_gpu_driver_2.4.1";
     let run = host
         .interrupt(&interrupt_data(r#"{"type":"restart_all_services"}"#))
@@ -891,7 +887,7 @@ fn logs_use_the_package_and_version_of_the_resource_id() {
 #[test]
 fn no_logs_when_write_logs_is_false() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.interrupt(&interrupt_data(TWO_SERVICES))
         .env("SKYHOOK_AGENT_WRITE_LOGS", "false")
         .run()
@@ -903,7 +899,7 @@ fn no_logs_when_write_logs_is_false() {
 #[test]
 fn a_rerun_that_runs_nothing_writes_no_log() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     interrupt(&host, TWO_SERVICES).assert_success();
     interrupt(&host, TWO_SERVICES).assert_success();
     assert_eq!(host.list(INTERRUPT_LOGS).len(), 1);
@@ -912,7 +908,7 @@ fn a_rerun_that_runs_nothing_writes_no_log() {
 #[test]
 fn interrupt_logs_keep_the_five_newest() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let old = [
         "service_restart-2020-01-01-000000.000000000.log",
         "service_restart-2020-01-02-000000.000000000.log",
@@ -959,7 +955,7 @@ fn interrupt_logs_keep_the_five_newest() {
 #[test]
 fn resource_id_that_is_not_one_path_component_is_rejected_before_anything_is_written() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let before = host.snapshot();
     let run = host
         .interrupt(&interrupt_data(TWO_SERVICES))
@@ -974,7 +970,7 @@ fn resource_id_that_is_not_one_path_component_is_rejected_before_anything_is_wri
 #[test]
 fn interrupts_write_no_start_history_or_step_markers() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     interrupt(&host, TWO_SERVICES).assert_success();
     assert!(!host.exists(START));
     assert!(!host.exists(HISTORY));
@@ -985,7 +981,7 @@ fn interrupts_write_no_start_history_or_step_markers() {
 #[test]
 fn interrupts_do_not_read_config_json() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.write(&format!("{PKG_DIR}/config.json"), "{ this is not json");
     interrupt(&host, r#"{"type":"restart_all_services"}"#).assert_success();
     assert_eq!(host.calls(), ["service procps force-reload"]);
@@ -994,7 +990,7 @@ fn interrupts_do_not_read_config_json() {
 #[test]
 fn results_record_lists_the_commands() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     interrupt(&host, TWO_SERVICES).assert_success();
     let record: Value = serde_json::from_str(&host.read_string(RESULTS)).unwrap();
     assert_eq!(record["mode"], "interrupt", "{record:#}");
@@ -1012,7 +1008,7 @@ fn results_record_lists_the_commands() {
 #[test]
 fn results_record_of_a_failed_interrupt_has_exit_code_1() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool("systemctl", SYSTEMCTL_FAILS_KUBELET);
     interrupt(&host, TWO_SERVICES).assert_code(1);
     let record: Value = serde_json::from_str(&host.read_string(RESULTS)).unwrap();
@@ -1053,7 +1049,7 @@ fn terminate_twice_during_containerd(host: &FakeHost) -> Run {
 #[test]
 fn sigterm_during_an_operation_lets_it_finish_and_starts_no_later_operation() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "systemctl",
         &systemctl_blocking_on_containerd(
@@ -1098,7 +1094,7 @@ fn sigterm_during_an_operation_lets_it_finish_and_starts_no_later_operation() {
 #[test]
 fn a_second_sigterm_stops_the_operation_and_it_is_not_marked() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "systemctl",
         &systemctl_blocking_on_containerd("echo started > /var/tmp/started\nsleep 30 &\nwait $!"),
@@ -1122,7 +1118,7 @@ fn a_second_sigterm_stops_the_operation_and_it_is_not_marked() {
 #[test]
 fn operation_exiting_cleanly_on_a_second_sigterm_is_marked_but_the_run_stops() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "systemctl",
         &systemctl_blocking_on_containerd(
@@ -1148,7 +1144,7 @@ fn operation_exiting_cleanly_on_a_second_sigterm_is_marked_but_the_run_stops() {
 #[test]
 fn operation_running_past_the_step_timeout_fails() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "systemctl",
         &systemctl_blocking_on_containerd("sleep 30 &\nwait $!"),

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::util::{
-    FakeHost, INTERRUPT_FLAGS, INTERRUPT_LOGS, PKG_DIR, Run, interrupt_data, parse_log_name,
+    FakeHost, INTERRUPT_FLAGS, INTERRUPT_LOGS, Run, interrupt_data, interrupt_marker,
+    parse_log_name,
 };
 
 const DRAIN: &str = "kubectl drain gpu-node-7 --ignore-daemonsets --timeout=300s";
@@ -27,12 +28,6 @@ fn distributor() -> PathBuf {
     exe
 }
 
-fn host() -> FakeHost {
-    let host = FakeHost::new();
-    host.mkdir(PKG_DIR);
-    host
-}
-
 /// `agent-with-pod-drain interrupt ROOT COPY_DIR base64(json)` with `NODE_NAME=gpu-node-7`.
 fn drain(host: &FakeHost, json: &str) -> Run {
     host.interrupt(&interrupt_data(json))
@@ -45,10 +40,6 @@ fn subcommand(args: &[&str]) -> Run {
         .agent()
         .args(args)
         .run_program(&distributor())
-}
-
-fn marker(name: &str) -> String {
-    format!("{INTERRUPT_FLAGS}/{name}")
 }
 
 #[test]
@@ -102,7 +93,7 @@ fn distributor_list_json_names_the_plugin_module() {
 #[test]
 fn pod_drain_drains_the_node_named_by_node_name() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let run = drain(&host, r#"{"type":"pod_drain"}"#);
     run.assert_success();
     run.assert_stdout_contains(&format!("--------------------\n{DRAIN}\n"));
@@ -116,7 +107,7 @@ fn pod_drain_drains_the_node_named_by_node_name() {
 #[test]
 fn pod_drain_payload_fields_shape_the_command() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     drain(
         &host,
         r#"{"type":"pod_drain","node_name":"gpu-node-9","timeout_seconds":60,"ignore_daemonsets":false}"#,
@@ -128,7 +119,7 @@ fn pod_drain_payload_fields_shape_the_command() {
 #[test]
 fn completed_pod_drain_is_skipped_on_rerun() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     drain(&host, r#"{"type":"pod_drain"}"#).assert_success();
     let run = drain(&host, r#"{"type":"pod_drain"}"#);
     run.assert_success();
@@ -141,7 +132,7 @@ fn completed_pod_drain_is_skipped_on_rerun() {
 #[test]
 fn failing_kubectl_fails_the_interrupt_without_a_marker() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "kubectl",
         "echo \"error: cannot delete Pods not managed by a controller\" >&2\nexit 1",
@@ -150,13 +141,13 @@ fn failing_kubectl_fails_the_interrupt_without_a_marker() {
     run.assert_code(1);
     run.assert_stderr_line_contains(&[DRAIN, "exit code 1"]);
     assert_eq!(host.calls(), [DRAIN]);
-    assert!(!host.exists(&marker("pod_drain_0.complete")));
+    assert!(!host.exists(&interrupt_marker("pod_drain_0.complete")));
 }
 
 #[test]
 fn distributor_still_runs_the_builtin_kinds() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     drain(
         &host,
         r#"{"type":"service_restart","services":["kubelet"]}"#,
@@ -171,7 +162,7 @@ fn distributor_still_runs_the_builtin_kinds() {
 #[test]
 fn distributor_names_pod_drain_among_the_known_types() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let before = host.snapshot();
     let run = drain(&host, r#"{"type":"bogus"}"#);
     run.assert_code(1);
@@ -199,7 +190,7 @@ fn distributor_encodes_pod_drain_with_its_defaults() {
 #[test]
 fn stock_agent_rejects_the_pod_drain_payload() {
     require_root!();
-    let host = host();
+    let host = FakeHost::with_package_dir();
     let before = host.snapshot();
     let run = host
         .interrupt(&interrupt_data(r#"{"type":"pod_drain"}"#))

@@ -36,10 +36,7 @@ fn assert_mentions(v: &Value, needle: &str) {
 }
 
 fn off_host() -> Package {
-    Package::new()
-        .step("apply", Step::new("s1.sh").on_host(false))
-        .step("apply", Step::new("s2.sh").on_host(false))
-        .step("apply-check", Step::new("s1_check.sh").on_host(false))
+    Package::off_host(&["s1.sh", "s2.sh"], &["s1_check.sh"])
 }
 
 #[test]

@@ -5,11 +5,10 @@
 use std::time::{Duration, Instant};
 
 use crate::util::{
-    COPY_DIR, FakeHost, PKG_FLAGS, Package, Reaper, Run, Running, STATE, Step, eventually,
+    COPY_DIR, FakeHost, PKG_FLAGS, Package, Reaper, Run, Running, STATE, STOPPED, Step, eventually,
     process_alive,
 };
 
-const STOPPED: &str = "agent stopped after receiving a termination signal";
 const STARTED: &str = "var/tmp/started";
 
 /// A step that signals it started, then sleeps; `prelude` runs first (traps).

@@ -4,11 +4,9 @@
 use std::time::Duration;
 
 use crate::util::{
-    BOOT_ID, Banner, COPY_DIR, FLAGS, FakeHost, PKG_DIR, PKG_FLAGS, Package, START, Step,
+    BOOT_ID, Banner, COPY_DIR, FLAGS, FOO, FakeHost, PKG_DIR, PKG_FLAGS, Package, START, Step,
     assert_marker_content, legacy_marker_name,
 };
-
-const FOO: (&str, &str) = ("FOO", "foo-value");
 
 fn two_steps() -> Package {
     Package::new()
@@ -588,8 +586,7 @@ fn steps_read_end_of_file_on_stdin() {
     let step = Step::new("stdin.sh").script("#!/bin/sh\ncat\necho got-eof\n");
     host.install(&one_step(step));
     let run = host
-        .agent()
-        .args(["apply", &host.root_str(), COPY_DIR])
+        .stage_cmd("apply")
         .hold_stdin_open()
         .timeout(Duration::from_secs(20))
         .run();

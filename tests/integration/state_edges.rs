@@ -11,22 +11,16 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use crate::util::{
-    BOOT_ID, CHECK_RESULTS, COPY_DIR, FLAGS, FakeHost, HISTORY, PKG_DIR, PKG_FLAGS, Package, STATE,
-    Step, eventually, hold_flock, interrupt_data,
+    ALL_CHECKED, BOOT_ID, CHECK_RESULTS, COPY_DIR, FLAGS, FakeHost, HISTORY, INTERRUPT_FLAGS,
+    NODE_RESTART, PKG_DIR, PKG_FLAGS, Package, REBOOT_SHUTS_DOWN, STATE, Step, eventually,
+    hold_flock, interrupt_data,
 };
 
-const ALL_CHECKED: &str = "var/lib/skyhook/sk1/flags/apply-check_ALL_CHECKED";
 /// The STATE-wide lock under which `check_results` and `<MODE>_ALL_CHECKED` are written.
 const CHECK_LOCK: &str = "var/lib/skyhook/sk1/locks/shared/check_results.lock";
-const INTERRUPT_FLAGS: &str = "var/lib/skyhook/sk1/interrupts/flags/abc_pkg_1.0.0";
-const NODE_RESTART: &str = r#"{"type":"node_restart"}"#;
-/// A fake `reboot` killed by the shutdown it started (SIGTERM to itself).
-const REBOOT_SHUTS_DOWN: &str = "echo \"fake reboot: shutting down\"\nkill -TERM $$\nsleep 5";
 
 fn off_host() -> Package {
-    Package::new()
-        .step("apply", Step::new("s1.sh").on_host(false))
-        .step("apply-check", Step::new("s1_check.sh").on_host(false))
+    Package::off_host(&["s1.sh"], &["s1_check.sh"])
 }
 
 /// A tmpfs mounted over a directory of a fake host, unmounted (lazily) when dropped. Declare
@@ -327,10 +321,7 @@ fn check_results_and_all_checked_are_written_under_the_state_wide_lock() {
     host.install(&off_host());
     host.stage("apply").assert_success();
     let mut holder = hold_flock(&host.path(CHECK_LOCK));
-    let agent = host
-        .agent()
-        .args(["apply-check", &host.root_str(), COPY_DIR])
-        .spawn();
+    let agent = host.stage_cmd("apply-check").spawn();
     assert!(
         eventually(Duration::from_secs(20), || host.ran_count("s1_check.sh")
             == 1),

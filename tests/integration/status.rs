@@ -8,15 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{
-    BOOT_ID, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, Package, Run, STATE, Step,
-};
+use crate::util::{BOOT_ID, FakeHost, HISTORY, INTERRUPT_FLAGS, Package, Run, STATE, Step};
 
 fn off_host() -> Package {
-    Package::new()
-        .step("apply", Step::new("s1.sh").on_host(false))
-        .step("apply", Step::new("s2.sh").on_host(false))
-        .step("apply-check", Step::new("s1_check.sh").on_host(false))
+    Package::off_host(&["s1.sh", "s2.sh"], &["s1_check.sh"])
 }
 
 fn status(host: &FakeHost, extra: &[&str]) -> Run {
@@ -232,10 +227,7 @@ fn a_running_stage_shows_the_lock_holder() {
             .step("apply", Step::new("s1.sh").on_host(false).script(slow))
             .step("apply-check", Step::new("s1_check.sh").on_host(false)),
     );
-    let agent = host
-        .agent()
-        .args(["apply", &host.root_str(), COPY_DIR])
-        .spawn();
+    let agent = host.stage_cmd("apply").spawn();
     let pid = agent.pid();
     host.wait_for("var/tmp/pkg.started", Duration::from_secs(20));
     let run = status(&host, &[]);
