@@ -295,7 +295,7 @@ pub async fn run_stage(
     release_free_memory();
 
     for step in steps {
-        if cx.exec.cancel.is_cancelled() {
+        if cx.exec.cancel.is_stopping() {
             return Err(StageError::Stopped);
         }
         let step_markers = StepMarkers::new(&flags_dir, step);
@@ -379,7 +379,7 @@ pub async fn run_stage(
             step.path
         )))?;
         // SPEC §10: the interrupted step was judged above; nothing more starts.
-        if cx.exec.cancel.is_cancelled() {
+        if cx.exec.cancel.is_stopping() {
             if let Some(e) = &failure {
                 warn!(path = %step.path, error = %Chain(e), "step failed");
             }
@@ -442,7 +442,7 @@ async fn finish_checks(
             fs,
             &check_results_lock_path(&rt.state_dir),
             crate::interrupt::runner::read_boot_id(fs).ok().as_deref(),
-            &cx.exec.cancel,
+            &cx.exec.cancel.stop,
         )
         .await
         .map_err(|e| match e {
