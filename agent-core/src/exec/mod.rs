@@ -488,9 +488,11 @@ impl Runner for ProcessRunner {
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
                 .current_dir(&spec.cwd);
         } else {
-            // SAFETY: between fork and exec the closure makes only async-signal-safe system
-            // calls (chroot, chdir, execve) on strings and pointer arrays built before the
-            // fork.
+            // SAFETY: the closure runs in the child between fork and exec, where only
+            // async-signal-safe calls are allowed: `ExecImage::exec` makes only chroot, chdir
+            // and execve, on strings and pointer arrays built before the fork, and allocates
+            // nothing. The standard library has no safe hook there (`CommandExt::chroot` is
+            // unstable), and its own exec would retry ENOEXEC through /bin/sh.
             unsafe {
                 cmd.pre_exec(move || Err(image.exec()));
             }
@@ -655,10 +657,12 @@ struct ExecImage {
     envp: Vec<*const libc::c_char>,
 }
 
-// SAFETY: the raw pointers point into the `CString`s the image owns, which never move or
-// change; the image is only read (in the child, after fork).
+// SAFETY: the raw pointers point into the heap buffers of the `CString`s the image owns,
+// which never move (moving a `CString` does not move its buffer) or change while the image
+// lives; the image is only read, in the child after fork. `pre_exec` needs a `Send + Sync`
+// closure, and the pointer arrays must exist before the fork (the child may not allocate).
 unsafe impl Send for ExecImage {}
-// SAFETY: as above.
+// SAFETY: as for `Send`: nothing mutates the image once built.
 unsafe impl Sync for ExecImage {}
 
 /// glibc's search path when PATH is unset (`confstr(_CS_PATH)`).
