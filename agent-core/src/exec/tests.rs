@@ -483,3 +483,46 @@ fn spawn_failure_names_the_program() {
     let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
     assert_eq!(err.to_string(), "spawning /nonexistent/step.sh");
 }
+
+#[test]
+fn cancelling_force_also_stops() {
+    let c = Cancellation::new();
+    assert!(!c.is_stopping());
+    c.force.cancel();
+    assert!(c.stop.is_cancelled(), "stop is a child of force");
+    assert!(c.is_stopping());
+}
+
+#[test]
+fn stopping_only_does_not_force() {
+    let c = Cancellation::new();
+    c.stop.cancel();
+    assert!(c.is_stopping());
+    assert!(!c.force.is_cancelled());
+}
+
+#[test]
+fn a_set_flag_is_stopping_before_any_token_is_cancelled() {
+    let flag = Arc::new(AtomicBool::new(false));
+    let c = Cancellation::with_flag(flag.clone());
+    assert!(!c.is_stopping());
+    flag.store(true, Ordering::SeqCst);
+    assert!(
+        c.is_stopping(),
+        "the flag a signal handler sets is seen at once"
+    );
+    assert!(!c.stop.is_cancelled());
+}
+
+#[test]
+fn a_duplicated_sink_owns_its_own_descriptor() {
+    use std::io::Read as _;
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+    let sink = FdSink::duplicate(w.as_fd());
+    drop(w);
+    sink.write_all(b"still open").unwrap();
+    drop(sink);
+    let mut got = Vec::new();
+    File::from(r).read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"still open", "end-of-file once the sink is gone");
+}
