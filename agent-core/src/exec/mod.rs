@@ -2,7 +2,10 @@
 //! operation, explicit environment, raw streaming to the agent's output and a log file,
 //! cancellation, timeouts.
 
+mod cancel;
 mod relay;
+
+pub use cancel::Cancellation;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
@@ -19,7 +22,6 @@ use std::time::{Duration, Instant};
 use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 /// Did an operation satisfy its execution policy?
@@ -207,58 +209,6 @@ impl Output {
     /// Remember how an operation's stdout ended (its last relayed byte).
     fn relayed_stdout(&self, last: u8) {
         self.open_line.store(last != b'\n', Ordering::Relaxed);
-    }
-}
-
-/// Cancellation (SPEC §10) at its two levels, as two tokens. Once `stop` is cancelled no new
-/// operation starts, and the running one is left to finish (or stopped at once, see
-/// [`FirstSignal`]) until `force` is cancelled too.
-#[derive(Debug, Clone)]
-pub struct Cancellation {
-    /// The first termination signal: finish the running operation, start nothing after it.
-    /// A child of `force`, so it is cancelled whenever `force` is.
-    pub stop: CancellationToken,
-    /// The second one: stop the running operation too (its process group gets SIGTERM, then
-    /// SIGKILL after the grace).
-    pub force: CancellationToken,
-    /// Set by the signal handler itself, before anything cancels `stop` (see
-    /// [`Cancellation::with_flag`]).
-    signalled: Option<Arc<AtomicBool>>,
-}
-
-impl Cancellation {
-    pub fn new() -> Self {
-        let force = CancellationToken::new();
-        Self {
-            stop: force.child_token(),
-            force,
-            signalled: None,
-        }
-    }
-
-    /// Also stopping once `flag` is set. A signal handler can set a flag but not cancel a
-    /// token (that takes a lock), so the signal is seen by the very next check (e.g. between
-    /// two steps) even before the thread that cancels `stop` has run.
-    pub fn with_flag(flag: Arc<AtomicBool>) -> Self {
-        Self {
-            signalled: Some(flag),
-            ..Self::new()
-        }
-    }
-
-    /// Whether to start nothing new: the check before each step and operation.
-    pub fn is_stopping(&self) -> bool {
-        self.stop.is_cancelled()
-            || self
-                .signalled
-                .as_ref()
-                .is_some_and(|f| f.load(Ordering::SeqCst))
-    }
-}
-
-impl Default for Cancellation {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
