@@ -301,7 +301,7 @@ fn run_operator(
             &fs,
             &locks::package_lock_path(&rt.state_dir, &config.package_name),
             interrupts::read_boot_id(&fs).ok().as_deref(),
-            &exec.cancel,
+            &exec.cancel.stop,
         )
         .await?;
         exec.runner = runner_for(&lock);
@@ -371,7 +371,7 @@ async fn run_interrupt(
         &fs,
         &locks::interrupt_lock_path(&rt.state_dir, &rid.id),
         interrupts::read_boot_id(&fs).ok().as_deref(),
-        &exec.cancel,
+        &exec.cancel.stop,
     )
     .await?;
     let exec = exec::Config {

@@ -3,7 +3,7 @@
 //! relayed output, and an agent whose output reader went away.
 
 use std::io::Read as _;
-use std::os::fd::{FromRawFd as _, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -158,12 +158,7 @@ fn an_interrupt_echo_after_output_without_a_final_newline_starts_its_own_line() 
 
 /// A pipe whose both ends are owned (read end first).
 fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors we then own.
-    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(r, 0, "pipe2: {}", std::io::Error::last_os_error());
-    // SAFETY: fresh descriptors owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe2")
 }
 
 #[test]

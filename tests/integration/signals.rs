@@ -383,3 +383,32 @@ fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
     let lock = host.read_string(&lock);
     assert!(!lock.contains("running:"), "{lock:?}");
 }
+
+#[test]
+fn two_signals_delivered_together_count_as_two() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    let step = Step::new("trap.sh").script(&sleeper("trap 'echo got-term; exit 0' TERM"));
+    host.install(&package(step));
+    let agent = spawn_apply(&host, "10");
+    host.wait_for(STARTED, Duration::from_secs(20));
+    // Both arrive while the agent is stopped, so they are handled back to back on SIGCONT,
+    // before anything has read the first.
+    agent.signal("STOP");
+    agent.signal("TERM");
+    agent.signal("INT");
+    let sent = Instant::now();
+    agent.signal("CONT");
+    let run = agent.wait();
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stderr_contains("received a second termination signal");
+    run.assert_stdout_contains("got-term\n");
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "the second signal stopped the step at once ({:?})",
+        sent.elapsed()
+    );
+    assert_eq!(host.ran_count("next.sh"), 0);
+}

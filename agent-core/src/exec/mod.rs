@@ -2,12 +2,15 @@
 //! operation, explicit environment, raw streaming to the agent's output and a log file,
 //! cancellation, timeouts.
 
+mod cancel;
 mod relay;
+
+pub use cancel::Cancellation;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
@@ -19,7 +22,6 @@ use std::time::{Duration, Instant};
 use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::sync::watch;
 use tracing::warn;
 
 /// Did an operation satisfy its execution policy?
@@ -47,16 +49,30 @@ pub trait Sink: Send + Sync {
 /// closed for good: nothing more is written to it and the agent carries on with its work.
 #[derive(Debug)]
 pub struct FdSink {
-    fd: RawFd,
+    /// `None`: the stream could not be duplicated (it was not open when the agent started).
+    fd: Option<OwnedFd>,
     closed: AtomicBool,
 }
 
 impl FdSink {
-    /// A sink writing to `fd`, which must stay open for the life of the sink.
-    pub const fn new(fd: RawFd) -> Self {
+    /// A sink writing to `fd`, which it owns.
+    pub fn new(fd: OwnedFd) -> Self {
         Self {
-            fd,
+            fd: Some(fd),
             closed: AtomicBool::new(false),
+        }
+    }
+
+    /// A sink writing to a duplicate of `fd` (e.g. `std::io::stdout().as_fd()`): the same
+    /// open stream, owned by the sink. A descriptor that cannot be duplicated (not open)
+    /// gives a sink whose writes fail as writes to it would.
+    pub fn duplicate(fd: BorrowedFd<'_>) -> Self {
+        match fd.try_clone_to_owned() {
+            Ok(fd) => Self::new(fd),
+            Err(_) => Self {
+                fd: None,
+                closed: AtomicBool::new(false),
+            },
         }
     }
 
@@ -71,8 +87,9 @@ impl Sink for FdSink {
         if self.is_closed() {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
-        // SAFETY: the descriptor stays open for the life of the sink (see `new`).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        let Some(fd) = &self.fd else {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        };
         while !buf.is_empty() {
             match nix::unistd::write(fd, buf) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -93,8 +110,7 @@ impl Sink for FdSink {
         if self.is_closed() {
             return None;
         }
-        // SAFETY: as above.
-        Some(unsafe { BorrowedFd::borrow_raw(self.fd) })
+        self.fd.as_ref().map(AsFd::as_fd)
     }
 }
 
@@ -160,7 +176,12 @@ impl Output {
     pub fn process() -> Self {
         static PROCESS: OnceLock<Output> = OnceLock::new();
         PROCESS
-            .get_or_init(|| Self::new(Arc::new(FdSink::new(1)), Arc::new(FdSink::new(2))))
+            .get_or_init(|| {
+                Self::new(
+                    Arc::new(FdSink::duplicate(io::stdout().as_fd())),
+                    Arc::new(FdSink::duplicate(io::stderr().as_fd())),
+                )
+            })
             .clone()
     }
 
@@ -188,75 +209,6 @@ impl Output {
     /// Remember how an operation's stdout ended (its last relayed byte).
     fn relayed_stdout(&self, last: u8) {
         self.open_line.store(last != b'\n', Ordering::Relaxed);
-    }
-}
-
-/// Sender side of cancellation (the signal handler holds it).
-#[derive(Debug)]
-pub struct CancelHandle(watch::Sender<u8>);
-
-/// Nothing requested.
-const RUNNING: u8 = 0;
-/// The first termination signal: finish the running operation, start nothing after it.
-const STOP: u8 = 1;
-/// The second one: stop the running operation too.
-const FORCE: u8 = 2;
-
-/// Cancellation (SPEC §10). Once requested, no new operation starts; the running one is left
-/// to finish (or stopped at once, see [`FirstSignal`]) until a second request
-/// ([`CancelHandle::force`]) stops it.
-#[derive(Debug, Clone)]
-pub struct Cancel(watch::Receiver<u8>, Option<&'static AtomicBool>);
-
-impl Cancel {
-    pub fn new() -> (CancelHandle, Cancel) {
-        let (tx, rx) = watch::channel(RUNNING);
-        (CancelHandle(tx), Cancel(rx, None))
-    }
-
-    /// Also cancelled once `flag` is set. A signal handler sets the flag synchronously, so a
-    /// signal is seen by the very next check (e.g. between two steps), before the task that
-    /// forwards it through the [`CancelHandle`] has had a chance to run.
-    pub fn with_flag(flag: &'static AtomicBool) -> (CancelHandle, Cancel) {
-        let (tx, rx) = watch::channel(RUNNING);
-        (CancelHandle(tx), Cancel(rx, Some(flag)))
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.0.borrow() >= STOP || self.1.is_some_and(|f| f.load(Ordering::SeqCst))
-    }
-
-    /// Resolves once cancelled (never, if the handle is dropped uncancelled).
-    pub async fn cancelled(&self) {
-        self.reached(STOP).await;
-    }
-
-    /// Resolves once the running operation is to be stopped too ([`CancelHandle::force`]).
-    pub async fn forced(&self) {
-        self.reached(FORCE).await;
-    }
-
-    async fn reached(&self, level: u8) {
-        let mut rx = self.0.clone();
-        if rx.wait_for(|l| *l >= level).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-impl CancelHandle {
-    /// Start nothing new; let the running operation finish.
-    pub fn cancel(&self) {
-        self.0.send_if_modified(|l| {
-            let was = *l;
-            *l = was.max(STOP);
-            *l != was
-        });
-    }
-
-    /// Stop the running operation as well (its process group gets SIGTERM, then SIGKILL).
-    pub fn force(&self) {
-        self.0.send_replace(FORCE);
     }
 }
 
@@ -389,7 +341,7 @@ pub enum ExecError {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub output: Output,
-    pub cancel: Cancel,
+    pub cancel: Cancellation,
     /// Between SIGTERM and SIGKILL when stopping a process group.
     pub stop_grace: Duration,
     pub timeout: Option<Duration>,
@@ -486,9 +438,11 @@ impl Runner for ProcessRunner {
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
                 .current_dir(&spec.cwd);
         } else {
-            // SAFETY: between fork and exec the closure makes only async-signal-safe system
-            // calls (chroot, chdir, execve) on strings and pointer arrays built before the
-            // fork.
+            // SAFETY: the closure runs in the child between fork and exec, where only
+            // async-signal-safe calls are allowed: `ExecImage::exec` makes only chroot, chdir
+            // and execve, on strings and pointer arrays built before the fork, and allocates
+            // nothing. The standard library has no safe hook there (`CommandExt::chroot` is
+            // unstable), and its own exec would retry ENOEXEC through /bin/sh.
             unsafe {
                 cmd.pre_exec(move || Err(image.exec()));
             }
@@ -557,7 +511,7 @@ impl Runner for ProcessRunner {
                     let st = r.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
                     status = Some(exited(st, pgid));
                 }
-                () = cfg.cancel.cancelled(), if !cancelled && status.is_none() => {
+                () = cfg.cancel.stop.cancelled(), if !cancelled && status.is_none() => {
                     cancelled = true;
                     match spec.first_signal {
                         FirstSignal::Stop => stop(&mut kill_at),
@@ -570,7 +524,7 @@ impl Runner for ProcessRunner {
                         ),
                     }
                 }
-                () = cfg.cancel.forced(), if cancelled && !forced && status.is_none() => {
+                () = cfg.cancel.force.cancelled(), if cancelled && !forced && status.is_none() => {
                     forced = true;
                     if kill_at.is_none() {
                         warn!(
@@ -653,10 +607,12 @@ struct ExecImage {
     envp: Vec<*const libc::c_char>,
 }
 
-// SAFETY: the raw pointers point into the `CString`s the image owns, which never move or
-// change; the image is only read (in the child, after fork).
+// SAFETY: the raw pointers point into the heap buffers of the `CString`s the image owns,
+// which never move (moving a `CString` does not move its buffer) or change while the image
+// lives; the image is only read, in the child after fork. `pre_exec` needs a `Send + Sync`
+// closure, and the pointer arrays must exist before the fork (the child may not allocate).
 unsafe impl Send for ExecImage {}
-// SAFETY: as above.
+// SAFETY: as for `Send`: nothing mutates the image once built.
 unsafe impl Sync for ExecImage {}
 
 /// glibc's search path when PATH is unset (`confstr(_CS_PATH)`).
@@ -729,38 +685,40 @@ impl ExecImage {
     }
 
     /// In the child: chroot, chdir, exec. Returns only on failure, with the error to report.
+    ///
+    /// Runs between fork and exec, so it only makes async-signal-safe system calls on what
+    /// `new` built, and allocates nothing (nix's `chroot`/`chdir` pass a `CStr` through as is).
     fn exec(&self) -> io::Error {
-        // SAFETY: valid NUL-terminated strings and NULL-terminated pointer arrays owned by
-        // `self`; these calls are async-signal-safe.
-        unsafe {
-            if let Some(root) = &self.chroot {
-                if libc::chroot(root.as_ptr()) != 0 {
-                    return io::Error::last_os_error();
-                }
+        if let Some(root) = &self.chroot {
+            if let Err(e) = nix::unistd::chroot(root.as_c_str()) {
+                return e.into();
             }
-            if libc::chdir(self.cwd.as_ptr()) != 0 {
-                return io::Error::last_os_error();
-            }
-            // execvp's search rules, minus its shell fallback: skip directories where the
-            // file is missing, remember a permission error, stop at any other error.
-            let mut denied = false;
-            for file in &self.candidates {
-                libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::EACCES) => denied = true,
-                    Some(
-                        libc::ENOENT
-                        | libc::ENOTDIR
-                        | libc::ESTALE
-                        | libc::ENODEV
-                        | libc::ETIMEDOUT,
-                    ) if self.candidates.len() > 1 => {}
-                    _ => return err,
-                }
-            }
-            io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT })
         }
+        if let Err(e) = nix::unistd::chdir(self.cwd.as_c_str()) {
+            return e.into();
+        }
+        // execvp's search rules, minus its shell fallback: skip directories where the file
+        // is missing, remember a permission error, stop at any other error.
+        let mut denied = false;
+        for file in &self.candidates {
+            // SAFETY: `file` is a NUL-terminated string and `argv`/`envp` NULL-terminated
+            // arrays of pointers into NUL-terminated strings, all owned by `self` and alive
+            // until the call returns (it returns only on failure). nix's `execve` would build
+            // these arrays itself, allocating in the child after fork, which is not
+            // async-signal-safe.
+            unsafe {
+                libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EACCES) => denied = true,
+                Some(
+                    libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT,
+                ) if self.candidates.len() > 1 => {}
+                _ => return err,
+            }
+        }
+        io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT })
     }
 }
 

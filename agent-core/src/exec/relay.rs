@@ -17,8 +17,8 @@
 //! streams exactly in the order their chunks were taken from the pipes.
 
 use std::fs::File;
-use std::io::{self, Read as _, Write as _};
-use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd, RawFd};
+use std::io::{self, Write as _};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use nix::errno::Errno;
@@ -63,22 +63,13 @@ enum Path {
 }
 
 struct Stream {
-    /// The read end of the child's pipe (kept open by `_pipe`).
-    pipe: RawFd,
-    _pipe: OwnedFd,
-    /// The agent's stream; `sink_fd` is its descriptor, alive as long as the sink.
+    /// The read end of the child's pipe.
+    pipe: OwnedFd,
+    /// The agent's stream (its descriptor, [`Sink::fd`], feeds the zero-copy paths).
     sink: Arc<dyn Sink>,
-    sink_fd: Option<RawFd>,
     path: Path,
     open: bool,
     last: Option<u8>,
-}
-
-/// A descriptor of the relay: its pipes, its sinks, its files. Each is owned by the relay (or
-/// by a sink it holds) for longer than any call made with it.
-fn fd(raw: RawFd) -> BorrowedFd<'static> {
-    // SAFETY: see above; every caller passes a descriptor the relay keeps open.
-    unsafe { BorrowedFd::borrow_raw(raw) }
 }
 
 /// One operation's relay: both pipes, the log, the tail.
@@ -116,18 +107,15 @@ impl Relay {
         let streams = pipes
             .into_iter()
             .map(|(pipe, sink)| {
-                let sink_fd = sink.fd().map(|f| f.as_raw_fd());
-                let path = sink_fd.map_or(Path::Copy, |f| path_for(fd(f)));
+                let path = sink.fd().map_or(Path::Copy, path_for);
                 if path == Path::Tee {
-                    if let Some(f) = sink_fd {
-                        grow_pipe(fd(f));
+                    if let Some(f) = sink.fd() {
+                        grow_pipe(f);
                     }
                 }
                 Stream {
-                    pipe: pipe.as_raw_fd(),
-                    _pipe: pipe,
+                    pipe,
                     sink,
-                    sink_fd,
                     path,
                     open: true,
                     last: None,
@@ -164,7 +152,7 @@ impl Relay {
                 }
                 let mut fds: Vec<PollFd<'_>> = open
                     .iter()
-                    .map(|&i| PollFd::new(fd(self.streams[i].pipe), PollFlags::POLLIN))
+                    .map(|&i| PollFd::new(self.streams[i].pipe.as_fd(), PollFlags::POLLIN))
                     .collect();
                 match nix::poll::poll(&mut fds, PollTimeout::NONE) {
                     Ok(_) | Err(Errno::EINTR) => {}
@@ -206,7 +194,7 @@ impl Relay {
     /// `read` + `write`: the path for small chunks and for streams the kernel cannot splice
     /// into.
     fn copy_chunk(&mut self, i: usize) -> bool {
-        let n = match read_some(fd(self.streams[i].pipe), &mut self.buf) {
+        let n = match read_some(self.streams[i].pipe.as_fd(), &mut self.buf) {
             Ok(0) | Err(_) => return false,
             Ok(n) => n,
         };
@@ -237,8 +225,13 @@ impl Relay {
     fn tee_chunk(&mut self, i: usize) -> bool {
         let mut retried = false;
         loop {
-            let pipe = fd(self.streams[i].pipe);
-            let sink_fd = fd(self.streams[i].sink_fd.expect("tee path has a descriptor"));
+            let stream = &self.streams[i];
+            let Some(sink_fd) = stream.sink.fd() else {
+                // The stream was found closed: copy from now on (its writes are dropped).
+                self.streams[i].path = Path::Copy;
+                return self.copy_chunk(i);
+            };
+            let pipe = stream.pipe.as_fd();
             match fcntl::tee(
                 pipe,
                 sink_fd,
@@ -272,7 +265,7 @@ impl Relay {
 
     /// The stream is a regular file or `/dev/null`: splice what is buffered into it.
     fn splice_chunk(&mut self, i: usize) -> bool {
-        let n = available(fd(self.streams[i].pipe));
+        let n = available(self.streams[i].pipe.as_fd());
         if n <= SMALL_CHUNK {
             // Small chunks, end-of-file and spurious wake-ups alike.
             return self.copy_chunk(i);
@@ -295,7 +288,7 @@ impl Relay {
             };
             body -= moved;
         }
-        match read_exact(fd(self.streams[i].pipe), &mut self.buf[..rest]) {
+        match read_exact(self.streams[i].pipe.as_fd(), &mut self.buf[..rest]) {
             Ok(()) => self.deliver(i, rest, to_sink),
             // The bytes are buffered, so this cannot fail short of a kernel bug; the pipe is
             // then unusable and end-of-file handling takes over.
@@ -310,12 +303,12 @@ impl Relay {
             return self.discard(i, len);
         };
         if self.log_splice {
-            match splice_once(fd(self.streams[i].pipe), log.as_fd(), len) {
+            match splice_once(self.streams[i].pipe.as_fd(), log.as_fd(), len) {
                 Ok(n) if n > 0 => return n,
                 // A filesystem without splice support: copy from now on.
                 Err(Errno::EINVAL) => self.log_splice = false,
                 other => {
-                    self.note_log_error(other.err());
+                    note_log_error(&mut self.log_error, other.err());
                     return self.discard(i, len);
                 }
             }
@@ -323,21 +316,14 @@ impl Relay {
         self.copy_exact(i, len.min(COPY_BUFFER), false)
     }
 
-    fn note_log_error(&mut self, e: Option<Errno>) {
-        let e = e.map_or_else(
-            || io::Error::from(io::ErrorKind::WriteZero),
-            io::Error::from,
-        );
-        self.log_error.get_or_insert_with(|| e.to_string());
-    }
-
     /// Stream `i` goes to a file or `/dev/null`: up to `len` bytes to it and to the log;
     /// returns how many left the pipe.
     fn splice_to_sink_and_log(&mut self, i: usize, len: usize) -> usize {
-        let pipe = fd(self.streams[i].pipe);
-        let sink_fd = fd(self.streams[i]
-            .sink_fd
-            .expect("splice path has a descriptor"));
+        let stream = &self.streams[i];
+        let pipe = stream.pipe.as_fd();
+        let Some(sink_fd) = stream.sink.fd() else {
+            return self.copy_exact(i, len.min(COPY_BUFFER), true);
+        };
         if self.log.is_none() {
             return match splice_once(pipe, sink_fd, len) {
                 Ok(n) if n > 0 => n,
@@ -348,10 +334,10 @@ impl Relay {
             return self.copy_exact(i, len.min(COPY_BUFFER), true);
         }
         // Duplicate into the scratch pipe for the log, then move the original to the stream.
-        let Some((scratch_r, scratch_w)) = self.scratch_pipe() else {
+        let Some((scratch_r, scratch_w)) = scratch_pipe(&mut self.scratch) else {
             return self.copy_exact(i, len.min(COPY_BUFFER), true);
         };
-        let (scratch_r, scratch_w) = (fd(scratch_r.as_raw_fd()), fd(scratch_w.as_raw_fd()));
+        let (scratch_r, scratch_w) = (scratch_r.as_fd(), scratch_w.as_fd());
         let duplicated = loop {
             match fcntl::tee(pipe, scratch_w, len, SpliceFFlags::SPLICE_F_NONBLOCK) {
                 Err(Errno::EINTR) => {}
@@ -384,12 +370,12 @@ impl Relay {
                         }
                         left -= n;
                     }
-                    drop_bytes(scratch_r, left, self.null_fd(), &mut self.buf);
+                    drop_bytes(scratch_r, left, null_fd(&mut self.null), &mut self.buf);
                     left = 0;
                 }
                 other => {
-                    self.note_log_error(other.err());
-                    drop_bytes(scratch_r, left, self.null_fd(), &mut self.buf);
+                    note_log_error(&mut self.log_error, other.err());
+                    drop_bytes(scratch_r, left, null_fd(&mut self.null), &mut self.buf);
                     left = 0;
                 }
             }
@@ -400,8 +386,7 @@ impl Relay {
             match splice_once(pipe, sink_fd, left) {
                 Ok(n) if n > 0 => left -= n,
                 _ => {
-                    let null = self.null_fd();
-                    drop_bytes(pipe, left, null, &mut self.buf);
+                    drop_bytes(pipe, left, null_fd(&mut self.null), &mut self.buf);
                     left = 0;
                 }
             }
@@ -411,7 +396,7 @@ impl Relay {
 
     /// Read exactly `len` (≤ the buffer) buffered bytes and deliver them; returns `len`.
     fn copy_exact(&mut self, i: usize, len: usize, to_sink: bool) -> usize {
-        if read_exact(fd(self.streams[i].pipe), &mut self.buf[..len]).is_err() {
+        if read_exact(self.streams[i].pipe.as_fd(), &mut self.buf[..len]).is_err() {
             self.streams[i].open = false;
             return len;
         }
@@ -421,26 +406,44 @@ impl Relay {
 
     /// Drop `len` buffered bytes of stream `i` (no log to take them); returns `len`.
     fn discard(&mut self, i: usize, len: usize) -> usize {
-        let null = self.null_fd();
-        drop_bytes(fd(self.streams[i].pipe), len, null, &mut self.buf);
+        drop_bytes(
+            self.streams[i].pipe.as_fd(),
+            len,
+            null_fd(&mut self.null),
+            &mut self.buf,
+        );
         len
     }
+}
 
-    fn null_fd(&mut self) -> Option<BorrowedFd<'static>> {
-        if self.null.is_none() {
-            self.null = File::options().write(true).open("/dev/null").ok();
-        }
-        self.null.as_ref().map(|f| fd(f.as_raw_fd()))
-    }
+// The relay's lazily made descriptors and its error slot are reached through free functions
+// taking one field each, so they can be borrowed while a stream's descriptors are.
 
-    fn scratch_pipe(&mut self) -> Option<&(OwnedFd, OwnedFd)> {
-        if self.scratch.is_none() {
-            let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).ok()?;
-            grow_pipe(w.as_fd());
-            self.scratch = Some((r, w));
-        }
-        self.scratch.as_ref()
+/// `/dev/null`, opened on first use.
+fn null_fd(null: &mut Option<File>) -> Option<BorrowedFd<'_>> {
+    if null.is_none() {
+        *null = File::options().write(true).open("/dev/null").ok();
     }
+    null.as_ref().map(AsFd::as_fd)
+}
+
+/// The scratch pipe of the splice path, created on first use.
+fn scratch_pipe(scratch: &mut Option<(OwnedFd, OwnedFd)>) -> Option<&(OwnedFd, OwnedFd)> {
+    if scratch.is_none() {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).ok()?;
+        grow_pipe(w.as_fd());
+        *scratch = Some((r, w));
+    }
+    scratch.as_ref()
+}
+
+/// Keep the first error writing the log.
+fn note_log_error(slot: &mut Option<String>, e: Option<Errno>) {
+    let e = e.map_or_else(
+        || io::Error::from(io::ErrorKind::WriteZero),
+        io::Error::from,
+    );
+    slot.get_or_insert_with(|| e.to_string());
 }
 
 /// Which path suits the agent's stream behind `fd`.
@@ -493,13 +496,7 @@ fn set_append(file: &File, on: bool) -> nix::Result<()> {
 
 /// Bytes buffered in a pipe (`FIONREAD`); 0 if unknown.
 fn available(pipe: BorrowedFd<'_>) -> usize {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one c_int through the pointer.
-    let r = unsafe { libc::ioctl(pipe.as_raw_fd(), libc::FIONREAD, &raw mut n) };
-    if r < 0 {
-        return 0;
-    }
-    usize::try_from(n).unwrap_or(0)
+    rustix::io::ioctl_fionread(pipe).map_or(0, |n| usize::try_from(n).unwrap_or(0))
 }
 
 /// Block until `fd` can take more bytes (or is broken).
@@ -544,11 +541,10 @@ fn drop_bytes(pipe: BorrowedFd<'_>, mut len: usize, null: Option<BorrowedFd<'_>>
 }
 
 fn read_some(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    let mut file = borrowed_file(fd);
     loop {
-        match file.read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            other => return other,
+        match nix::unistd::read(fd, buf) {
+            Err(Errno::EINTR) => {}
+            other => return other.map_err(io::Error::from),
         }
     }
 }
@@ -556,26 +552,17 @@ fn read_some(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
 /// Read exactly `buf.len()` bytes the caller knows are buffered (waiting for them if the pipe
 /// is non-blocking and they are not yet visible).
 fn read_exact(fd: BorrowedFd<'_>, mut buf: &mut [u8]) -> io::Result<()> {
-    let mut file = borrowed_file(fd);
     while !buf.is_empty() {
-        match file.read(buf) {
+        match nix::unistd::read(fd, buf) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => buf = &mut buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => {
                 let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
                 let _ = nix::poll::poll(&mut fds, PollTimeout::NONE);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
-}
-
-/// A `File` view of a borrowed descriptor that never closes it.
-fn borrowed_file(fd: BorrowedFd<'_>) -> std::mem::ManuallyDrop<File> {
-    // SAFETY: the descriptor outlives the returned view, which never closes it.
-    std::mem::ManuallyDrop::new(unsafe {
-        <File as std::os::fd::FromRawFd>::from_raw_fd(fd.as_raw_fd())
-    })
 }

@@ -2,13 +2,13 @@ use super::*;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
-fn config(timeout: Option<Duration>) -> (Config, Arc<MemorySink>, Arc<MemorySink>, CancelHandle) {
+fn config(timeout: Option<Duration>) -> (Config, Arc<MemorySink>, Arc<MemorySink>, Cancellation) {
     let out = Arc::new(MemorySink::default());
     let err = Arc::new(MemorySink::default());
-    let (handle, cancel) = Cancel::new();
+    let handle = Cancellation::new();
     let cfg = Config {
         output: Output::new(out.clone(), err.clone()),
-        cancel,
+        cancel: handle.clone(),
         stop_grace: Duration::from_millis(300),
         timeout,
         runner: Arc::new(ProcessRunner::default()),
@@ -111,11 +111,9 @@ fn finish_log(dir: &Path, mut log: File) -> Vec<u8> {
 }
 
 fn config_with(stdout: Arc<dyn Sink>, stderr: Arc<dyn Sink>) -> Config {
-    let (handle, cancel) = Cancel::new();
-    std::mem::forget(handle);
     Config {
         output: Output::new(stdout, stderr),
-        cancel,
+        cancel: Cancellation::new(),
         stop_grace: Duration::from_millis(300),
         timeout: None,
         runner: Arc::new(ProcessRunner::default()),
@@ -125,7 +123,6 @@ fn config_with(stdout: Arc<dyn Sink>, stderr: Arc<dyn Sink>) -> Config {
 #[test]
 fn large_output_reaches_a_pipe_a_file_and_the_log_byte_exact() {
     use std::io::Read as _;
-    use std::os::fd::AsRawFd as _;
     let dir = tempfile::tempdir().unwrap();
     let (out_r, out_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
     let reader = std::thread::spawn(move || {
@@ -135,13 +132,14 @@ fn large_output_reaches_a_pipe_a_file_and_the_log_byte_exact() {
     });
     let err_file = File::create(dir.path().join("stderr")).unwrap();
     let cfg = config_with(
-        Arc::new(FdSink::new(out_w.as_raw_fd())),
-        Arc::new(FdSink::new(err_file.as_raw_fd())),
+        Arc::new(FdSink::new(out_w)),
+        Arc::new(FdSink::new(err_file.into())),
     );
     let (spec, out, err) = big_output(dir.path());
     let mut log = append_log(dir.path());
     let o = rt().block_on(cfg.run(&spec, Some(&mut log))).unwrap();
-    drop(out_w);
+    // The sink owns the pipe's write end: the reader sees end-of-file once it is gone.
+    drop(cfg);
     assert_eq!(o.termination, Termination::Exited(0));
     assert_eq!(o.log_error, None);
     assert_eq!(reader.join().unwrap(), out, "stdout pipe");
@@ -163,7 +161,7 @@ fn large_output_reaches_a_pipe_a_file_and_the_log_byte_exact() {
 fn large_output_to_dev_null_still_fills_the_log_and_the_tail() {
     let dir = tempfile::tempdir().unwrap();
     let null = File::options().write(true).open("/dev/null").unwrap();
-    let sink: Arc<dyn Sink> = Arc::new(FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&null)));
+    let sink: Arc<dyn Sink> = Arc::new(FdSink::new(null.into()));
     let cfg = config_with(sink.clone(), sink);
     let (spec, out, err) = big_output(dir.path());
     let mut log = append_log(dir.path());
@@ -303,7 +301,7 @@ fn run_signalled(
 fn cancellation_lets_the_running_operation_finish() {
     let (cfg, out, _err, handle) = config(None);
     let spec = sh("trap 'echo got-term' TERM; sleep 0.6; echo finished");
-    let o = run_signalled(&cfg, &spec, || handle.cancel(), None);
+    let o = run_signalled(&cfg, &spec, || handle.stop.cancel(), None);
     assert!(o.cancelled);
     assert_eq!(o.termination, Termination::Exited(0));
     assert_eq!(
@@ -318,7 +316,7 @@ fn first_signal_stop_stops_the_group_at_once() {
     let (cfg, _out, _err, handle) = config(None);
     let mut spec = sh("sleep 5");
     spec.first_signal = FirstSignal::Stop;
-    let o = run_signalled(&cfg, &spec, || handle.cancel(), None);
+    let o = run_signalled(&cfg, &spec, || handle.stop.cancel(), None);
     assert!(o.cancelled);
     assert_eq!(o.termination, Termination::Signalled(15));
     assert!(o.duration < Duration::from_secs(4));
@@ -333,8 +331,8 @@ fn forced_cancellation_sends_sigterm_then_sigkill_after_the_grace() {
     let o = run_signalled(
         &cfg,
         &spec,
-        || handle.cancel(),
-        Some(Box::new(move || again.force())),
+        || handle.stop.cancel(),
+        Some(Box::new(move || again.force.cancel())),
     );
     assert!(o.cancelled);
     assert_eq!(o.termination, Termination::Signalled(9));
@@ -350,8 +348,8 @@ fn a_step_that_traps_sigterm_and_exits_zero_is_judged_normally() {
     let o = run_signalled(
         &cfg,
         &spec,
-        || handle.cancel(),
-        Some(Box::new(move || again.force())),
+        || handle.stop.cancel(),
+        Some(Box::new(move || again.force.cancel())),
     );
     assert!(o.cancelled);
     assert_eq!(o.termination, Termination::Exited(0));
@@ -464,7 +462,7 @@ fn output_ending_mid_line_gets_a_newline_before_the_next_print() {
 fn a_closed_stdout_is_not_written_again() {
     let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
     drop(r);
-    let sink = FdSink::new(std::os::fd::AsRawFd::as_raw_fd(&w));
+    let sink = FdSink::new(w);
     let e = sink.write_all(b"x").unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
     assert!(sink.is_closed());
@@ -475,7 +473,6 @@ fn a_closed_stdout_is_not_written_again() {
         .unwrap();
     assert_eq!(o.termination, Termination::Exited(4));
     assert_eq!(o.tail, b"to-a-closed-stdout\n");
-    drop(w);
 }
 
 #[test]
@@ -485,4 +482,47 @@ fn spawn_failure_names_the_program() {
     spec.program = "/nonexistent/step.sh".into();
     let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
     assert_eq!(err.to_string(), "spawning /nonexistent/step.sh");
+}
+
+#[test]
+fn cancelling_force_also_stops() {
+    let c = Cancellation::new();
+    assert!(!c.is_stopping());
+    c.force.cancel();
+    assert!(c.stop.is_cancelled(), "stop is a child of force");
+    assert!(c.is_stopping());
+}
+
+#[test]
+fn stopping_only_does_not_force() {
+    let c = Cancellation::new();
+    c.stop.cancel();
+    assert!(c.is_stopping());
+    assert!(!c.force.is_cancelled());
+}
+
+#[test]
+fn a_set_flag_is_stopping_before_any_token_is_cancelled() {
+    let flag = Arc::new(AtomicBool::new(false));
+    let c = Cancellation::with_flag(flag.clone());
+    assert!(!c.is_stopping());
+    flag.store(true, Ordering::SeqCst);
+    assert!(
+        c.is_stopping(),
+        "the flag a signal handler sets is seen at once"
+    );
+    assert!(!c.stop.is_cancelled());
+}
+
+#[test]
+fn a_duplicated_sink_owns_its_own_descriptor() {
+    use std::io::Read as _;
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+    let sink = FdSink::duplicate(w.as_fd());
+    drop(w);
+    sink.write_all(b"still open").unwrap();
+    drop(sink);
+    let mut got = Vec::new();
+    File::from(r).read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"still open", "end-of-file once the sink is gone");
 }

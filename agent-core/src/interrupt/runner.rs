@@ -312,7 +312,7 @@ impl InterruptContext {
             });
             return Ok(());
         }
-        if s.exec.cancel.is_cancelled() || self.shutdown_in_progress() {
+        if s.exec.cancel.is_stopping() || self.shutdown_in_progress() {
             return Err(InterruptError::Stopped);
         }
         match policy {
@@ -525,7 +525,7 @@ impl InterruptContext {
             Termination::Exited(0) => {
                 // The reboot is enqueued; the shutdown will stop us. If it does not, fail
                 // (the pending marker stays, so the next run retries or promotes).
-                let cancel = s.exec.cancel.clone();
+                let cancel = s.exec.cancel.stop.clone();
                 tokio::select! {
                     () = cancel.cancelled() => {
                         self.shutdown();

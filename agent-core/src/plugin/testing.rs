@@ -33,8 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::exec::{
-    self, Cancel, CancelHandle, ExecError, MemorySink, Outcome, Output, ProcessSpec, Runner,
-    Termination,
+    self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec, Runner, Termination,
 };
 use crate::host::fs::HostFs;
 use crate::interrupt::runner::{
@@ -117,7 +116,7 @@ impl Runner for ScriptedRunner {
                 outcome
             }
         };
-        outcome.cancelled = cfg.cancel.is_cancelled();
+        outcome.cancelled = cfg.cancel.is_stopping();
         Ok(outcome)
     }
 }
@@ -131,7 +130,7 @@ pub struct TestHost {
     root: PathBuf,
     runner: Arc<ScriptedRunner>,
     stdout: Arc<MemorySink>,
-    cancel: CancelHandle,
+    cancel: Cancellation,
     settings: InterruptSettings,
 }
 
@@ -153,12 +152,12 @@ impl TestHost {
     fn build(root: &Path, dir: Option<Arc<tempfile::TempDir>>) -> Self {
         let runner = Arc::new(ScriptedRunner::default());
         let stdout = Arc::new(MemorySink::default());
-        let (cancel, token) = Cancel::new();
+        let cancel = Cancellation::new();
         let settings = InterruptSettings {
             fs: HostFs::new(root),
             exec: exec::Config {
                 output: Output::new(stdout.clone(), Arc::new(MemorySink::default())),
-                cancel: token,
+                cancel: cancel.clone(),
                 stop_grace: Duration::from_millis(10),
                 timeout: None,
                 runner: runner.clone(),
@@ -221,7 +220,7 @@ impl TestHost {
 
     /// Behave as if the agent received SIGTERM.
     pub fn cancel(&self) {
-        self.cancel.cancel();
+        self.cancel.stop.cancel();
     }
 
     /// The settings a run uses.

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::exec::{self, Cancel, ExecError, MemorySink, Outcome, Output, ProcessSpec};
+use crate::exec::{self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec};
 use crate::host::fs::{HostFs, HostFsError};
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
@@ -519,7 +519,6 @@ pub async fn plan_interrupt(
     env: Vec<(OsString, OsString)>,
 ) -> Result<InterruptPlan, PlanError> {
     let markers_dir = rt.state_dir.join("interrupts").join("flags").join(&rid.id);
-    let (_handle, cancel) = Cancel::new();
     let settings = InterruptSettings {
         fs: fs.clone(),
         exec: exec::Config {
@@ -528,7 +527,7 @@ pub async fn plan_interrupt(
                 Arc::new(MemorySink::default()),
                 Arc::new(MemorySink::default()),
             ),
-            cancel,
+            cancel: Cancellation::new(),
             stop_grace: Duration::ZERO,
             timeout: None,
             runner: Arc::new(NothingRuns),

@@ -24,10 +24,11 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::killpg;
 use nix::unistd::Pid;
+use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use crate::compat::timestamp;
-use crate::exec::{Cancel, GroupRecorder};
+use crate::exec::GroupRecorder;
 use crate::host::fs::{HostFs, HostFsError};
 
 /// How often a waiting agent retries.
@@ -241,7 +242,7 @@ pub async fn acquire(
     fs: &HostFs,
     host_path: &Path,
     boot_id: Option<&str>,
-    cancel: &Cancel,
+    cancel: &CancellationToken,
 ) -> Result<Lock, LockError> {
     let shown = host_path.display().to_string();
     let mut file = fs

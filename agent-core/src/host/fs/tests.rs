@@ -209,8 +209,8 @@ fn permissions_do_not_depend_on_the_umask() {
         "host::fs::tests::child_writes_under_umask_0777",
         dir.path(),
         || {
-            // SAFETY: umask(2) cannot fail and is async-signal-safe.
-            unsafe { libc::umask(0o777) };
+            // umask(2) cannot fail and is async-signal-safe.
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o777));
             Ok(())
         },
     );
@@ -254,8 +254,9 @@ fn write_atomic_keeps_old_content_when_the_write_fails() {
                 rlim_cur: 4096,
                 rlim_max: 4096,
             };
-            // SAFETY: signal(2) and setrlimit(2) are async-signal-safe; SIG_IGN survives exec,
-            // so the write returns EFBIG instead of killing the child with SIGXFSZ.
+            // SAFETY: signal(2) and setrlimit(2) are async-signal-safe, and SIG_IGN runs no
+            // code of ours; SIG_IGN survives exec, so the write returns EFBIG instead of killing
+            // the child with SIGXFSZ.
             unsafe {
                 libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
                 if libc::setrlimit(libc::RLIMIT_FSIZE, &raw const limit) != 0 {

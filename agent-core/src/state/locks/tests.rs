@@ -12,7 +12,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 fn a_second_agent_waits_until_the_first_releases() {
     let root = tempfile::tempdir().unwrap();
     let fs = HostFs::new(root.path());
-    let (_h, cancel) = Cancel::new();
+    let cancel = CancellationToken::new();
     let path = package_lock_path(Path::new("/state"), "pkg");
     assert_eq!(path, Path::new("/state/locks/pkg.lock"));
     let first = block_on(acquire(&fs, &path, Some("b1"), &cancel)).unwrap();
@@ -22,7 +22,7 @@ fn a_second_agent_waits_until_the_first_releases() {
     let fs2 = fs.clone();
     let path2 = path.clone();
     let waiter = std::thread::spawn(move || {
-        let (_h, cancel) = Cancel::new();
+        let cancel = CancellationToken::new();
         let started = std::time::Instant::now();
         let lock = block_on(acquire(&fs2, &path2, None, &cancel)).unwrap();
         (started.elapsed(), lock.path().to_path_buf())
@@ -83,7 +83,7 @@ fn orphan(root: &Path, seconds: &str) -> std::process::Child {
 fn the_next_holder_waits_for_a_group_a_killed_holder_left_running() {
     let root = tempfile::tempdir().unwrap();
     let fs = HostFs::new(root.path());
-    let (_h, cancel) = Cancel::new();
+    let cancel = CancellationToken::new();
     let path = package_lock_path(Path::new("/state"), "pkg");
     let mut child = orphan(root.path(), "0.5");
     let reaper = std::thread::spawn(move || child.wait());
@@ -114,7 +114,7 @@ fn the_next_holder_waits_for_a_group_a_killed_holder_left_running() {
 fn a_group_recorded_under_another_boot_is_not_waited_for() {
     let root = tempfile::tempdir().unwrap();
     let fs = HostFs::new(root.path());
-    let (_h, cancel) = Cancel::new();
+    let cancel = CancellationToken::new();
     let path = package_lock_path(Path::new("/state"), "pkg");
     let mut child = orphan(root.path(), "5");
     let started = std::time::Instant::now();
@@ -130,12 +130,12 @@ fn a_group_recorded_under_another_boot_is_not_waited_for() {
 fn cancellation_stops_the_wait() {
     let root = tempfile::tempdir().unwrap();
     let fs = HostFs::new(root.path());
-    let (_h, cancel) = Cancel::new();
+    let cancel = CancellationToken::new();
     let path = interrupt_lock_path(Path::new("/state"), "abc_pkg_1.0.0");
     assert_eq!(path, Path::new("/state/locks/interrupt-abc_pkg_1.0.0.lock"));
     let _held = block_on(acquire(&fs, &path, None, &cancel)).unwrap();
-    let (handle, cancel2) = Cancel::new();
-    handle.cancel();
+    let cancel2 = CancellationToken::new();
+    cancel2.cancel();
     let err = block_on(acquire(&fs, &path, None, &cancel2)).unwrap_err();
     assert!(matches!(err, LockError::Stopped));
 }
@@ -146,7 +146,7 @@ fn a_link_at_the_lock_path_is_refused() {
     std::fs::create_dir_all(root.path().join("state/locks")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", root.path().join("state/locks/pkg.lock")).unwrap();
     let fs = HostFs::new(root.path());
-    let (_h, cancel) = Cancel::new();
+    let cancel = CancellationToken::new();
     let err = block_on(acquire(
         &fs,
         Path::new("/state/locks/pkg.lock"),
@@ -164,7 +164,7 @@ fn a_link_at_the_lock_path_is_refused() {
 fn holder_reads_who_holds_a_lock_without_creating_it() {
     let root = tempfile::tempdir().unwrap();
     let fs = HostFs::new(root.path());
-    let (_h, cancel) = Cancel::new();
+    let cancel = CancellationToken::new();
     let path = package_lock_path(Path::new("/state"), "pkg");
     assert_eq!(holder(&fs, &path).unwrap(), None);
     assert!(
