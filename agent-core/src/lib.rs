@@ -25,7 +25,7 @@ pub mod stage;
 pub mod state;
 
 #[cfg(any(test, feature = "testing"))]
-pub use plugin::testing;
+pub use interrupt::testing;
 pub use plugin::validate;
 
 // The paths `#[interrupt]` emits (`::agent_core::...`) also resolve inside this crate.

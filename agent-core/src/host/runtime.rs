@@ -240,6 +240,13 @@ fn seconds(
     }
 }
 
+/// A timeout as configured (`1`, `0.5`), for `timed out after Ns`.
+pub fn format_seconds(timeout: Option<Duration>) -> String {
+    let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
+    let text = format!("{secs:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,11 +12,13 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::host::fs::{HostFs, HostFsError, is_temp_name};
+use crate::host::boot::read_boot_id;
+use crate::host::fs::{HostFs, is_temp_name};
 use crate::host::runtime::Runtime;
-use crate::interrupt::runner;
 use crate::package::identity::ResourceId;
-use crate::state::history::UNKNOWN_VERSION;
+use crate::state::flags::{self as state_flags, CheckResult};
+use crate::state::history::{self, History, HistoryEntry};
+use crate::state::interrupt_markers::{self, Pending};
 use crate::state::locks::{self, Holder};
 use crate::state::results::{self, RunRecord};
 
@@ -98,13 +100,6 @@ pub struct HostStatus {
     pub problems: Vec<String>,
 }
 
-/// One line of `check_results`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckResult {
-    pub path: String,
-    pub passed: bool,
-}
-
 /// One package found under STATE.
 #[derive(Debug, Clone, Serialize)]
 pub struct PackageStatus {
@@ -123,13 +118,6 @@ pub struct PackageStatus {
     pub interrupts: Vec<InterruptStatus>,
     /// The most recent results record of any version and mode.
     pub last_run: Option<RunRecord>,
-}
-
-/// One entry of the history ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct HistoryEntry {
-    pub version: String,
-    pub time: String,
 }
 
 /// Markers and results records of one package version.
@@ -169,60 +157,6 @@ pub struct InterruptOperation {
     /// The host has not booted since, and the loop guard's limit is reached: the next run
     /// refuses to reboot (SPEC §9.6).
     pub loop_guard_refuses: bool,
-}
-
-/// The history ledger as read without side effects.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct History {
-    pub current_version: Option<String>,
-    pub entries: Vec<HistoryEntry>,
-    /// Set when the file exists but cannot be used.
-    pub problem: Option<String>,
-    /// Not JSON of the ledger's shape: the next run that reads it moves it to `.backup`.
-    pub corrupt: bool,
-}
-
-#[derive(serde::Deserialize)]
-struct Ledger {
-    #[serde(rename = "current-version", default)]
-    current_version: Option<String>,
-    #[serde(default)]
-    history: Vec<HistoryEntry>,
-}
-
-/// Read `STATE/history/<pkg>.json` without moving a corrupt file aside (SPEC §8.9 formats:
-/// this agent's indented JSON and the Python agent's compact one).
-pub fn read_history(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
-    let Some(bytes) = fs.read(file)? else {
-        return Ok(History::default());
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(History {
-            problem: Some("the history file is empty".into()),
-            ..History::default()
-        });
-    }
-    Ok(match serde_json::from_slice::<Ledger>(&bytes) {
-        Ok(ledger) => History {
-            current_version: ledger.current_version.filter(|v| !v.trim().is_empty()),
-            entries: ledger.history,
-            problem: None,
-            corrupt: false,
-        },
-        Err(e) => History {
-            problem: Some(format!("the history file is corrupt: {e}")),
-            corrupt: true,
-            ..History::default()
-        },
-    })
-}
-
-/// The previous version an upgrade would see (SPEC §8.9): `current-version`, else `unknown`.
-pub fn previous_version(history: &History) -> String {
-    history
-        .current_version
-        .clone()
-        .unwrap_or_else(|| UNKNOWN_VERSION.to_owned())
 }
 
 /// Where the operator's layout keeps STATE (`/var/lib/skyhook/<skyhook>`) and LOGS
@@ -266,7 +200,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let flags = rt.flags_dir();
     let mut note = |what: &str, e: &dyn std::fmt::Display| problems.push(format!("{what}: {e}"));
 
-    let boot_id = match runner::read_boot_id(fs) {
+    let boot_id = match read_boot_id(fs) {
         Ok(id) => Some(id),
         Err(e) => {
             note("boot ID", &crate::host::errors::Chain(&e));
@@ -274,8 +208,8 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         }
     };
 
-    let check_results = match fs.read(&flags.join("check_results")) {
-        Ok(Some(bytes)) => parse_check_results(&String::from_utf8_lossy(&bytes)),
+    let check_results = match state_flags::read_check_results(fs, &flags) {
+        Ok(Some(results)) => results,
         Ok(None) => Vec::new(),
         Err(e) => {
             note("check results", &crate::host::errors::Chain(&e));
@@ -284,11 +218,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     };
 
     let flag_entries = list(fs, &flags, &mut note);
-    let all_checked = flag_entries
-        .iter()
-        .filter_map(|n| n.strip_suffix("_ALL_CHECKED"))
-        .map(str::to_owned)
-        .collect();
+    let all_checked = state_flags::all_checked_modes(&flag_entries);
 
     // Packages: step marker directories, history files, results records, interrupt resources.
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -380,7 +310,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
-        let history = match read_history(fs, &rt.history_file(&name)) {
+        let history = match history::inspect(fs, &rt.history_file(&name)) {
             Ok(h) => h,
             Err(e) => {
                 let reason = chain(&e);
@@ -619,19 +549,6 @@ fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
         .collect()
 }
 
-/// `<PATH> <True|False>` lines, `True` meaning that check failed (SPEC §8.8).
-fn parse_check_results(text: &str) -> Vec<CheckResult> {
-    text.lines()
-        .filter_map(|line| {
-            let (path, failed) = line.rsplit_once(' ')?;
-            Some(CheckResult {
-                path: path.to_owned(),
-                passed: failed != "True",
-            })
-        })
-        .collect()
-}
-
 fn list(
     fs: &HostFs,
     dir: &Path,
@@ -739,7 +656,7 @@ fn interrupt_status(
             .contains("attempts")
             .then(|| read(&format!("{stem}.attempts"), note).ok().flatten())
             .flatten()
-            .and_then(|text| runner::parse_attempts(&text, boot_id?));
+            .and_then(|text| interrupt_markers::parse_attempts(&text, boot_id?));
         let op = if exts.contains("complete") {
             let (state, detail) = match read(&format!("{stem}.complete"), note) {
                 Err(reason) => (
@@ -776,11 +693,10 @@ fn interrupt_status(
                 ),
                 Ok(content) => {
                     let content = content.unwrap_or_default();
-                    let pending = content
-                        .strip_prefix("boot-id:")
-                        .map(str::trim)
-                        .filter(|b| !b.is_empty())
-                        .map(str::to_owned);
+                    let pending = match Pending::parse(content.as_bytes()) {
+                        Pending::BootId(b) => Some(b),
+                        Pending::Malformed(_) => None,
+                    };
                     let detail = pending_words(
                         pending.as_deref(),
                         &content,
