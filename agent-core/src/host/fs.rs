@@ -168,19 +168,14 @@ impl HostFs {
             Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
         }
 
-        let (temp_name, file) = create_temp(&dir, &target)?;
-        let written = write_and_sync(file, contents, &target.host).and_then(|()| {
-            fcntl::renameat(&dir, temp_name.as_os_str(), &dir, target.name.as_os_str())
-                .map_err(|errno| io_error("replacing", &target.host, errno))
-        });
-        if let Err(err) = written {
-            // The target was never touched; only our temp file has to go.
-            let _ = unistd::unlinkat(&dir, temp_name.as_os_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(err);
-        }
-        // If only this fsync fails the new content is already in place; the error still
-        // reaches the caller because the replacement may not survive a crash.
-        sync_fd(&dir, &target.dir)
+        replace_in(
+            &dir,
+            &target.dir,
+            &target.name,
+            FILE_MODE,
+            DirSync::Required,
+            |file| file.write_all(contents),
+        )
     }
 
     /// Read a state file: `Ok(None)` if it does not exist; `SymbolicLink` / `NotARegularFile`
@@ -419,55 +414,15 @@ impl HostFs {
     /// [`HostFs::clean_stale_temps`] with an explicit minimum age (`Duration::ZERO` removes
     /// every temp file). Failures are logged at debug level and skipped.
     pub fn clean_temps_older_than(&self, dir: &Path, min_age: Duration) -> usize {
-        let names = match self.list_dir(dir) {
-            Ok(names) => names,
+        let opened = Self::clean(dir).and_then(|dir| self.walk_existing(&dir));
+        match opened {
+            Ok(Some(fd)) => remove_stale_temps(&fd, dir, is_temp_name, min_age),
+            Ok(None) => 0,
             Err(err) => {
                 tracing::debug!(dir = %dir.display(), error = %crate::host::errors::Chain(&err), "cannot list directory for stale temp files");
-                return 0;
-            }
-        };
-        let now = SystemTime::now();
-        let mut removed = 0;
-        for name in names.iter().filter(|name| is_temp_name(name)) {
-            let path = dir.join(name);
-            match self.modified(&path) {
-                Ok(Some(modified))
-                    if now.duration_since(modified).unwrap_or_default() >= min_age => {}
-                Ok(_) => continue,
-                Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %crate::host::errors::Chain(&err), "cannot inspect temp file");
-                    continue;
-                }
-            }
-            match self.remove_file(&path) {
-                Ok(true) => removed += 1,
-                Ok(false) => {}
-                Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %crate::host::errors::Chain(&err), "cannot remove stale temp file");
-                }
+                0
             }
         }
-        removed
-    }
-
-    /// Modification time of a regular file, `None` if it is absent.
-    fn modified(&self, host_path: &Path) -> Result<Option<SystemTime>, HostFsError> {
-        let target = Self::split(host_path)?;
-        let Some(dir) = self.walk_existing(&target.dir)? else {
-            return Ok(None);
-        };
-        let stat = match stat::fstatat(&dir, target.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-        {
-            Ok(stat) => stat,
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(errno) => return Err(io_error("inspecting", &target.host, errno)),
-        };
-        if kind_of(stat.st_mode) != Kind::File {
-            return Err(not_a_regular_file(&target.host));
-        }
-        let secs = u64::try_from(stat.st_mtime).unwrap_or(0);
-        let nanos = u32::try_from(stat.st_mtime_nsec).unwrap_or(0);
-        Ok(Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos)))
     }
 
     /// Clean `host_path` and split it into parent and final name. `/` has no name: it is a
@@ -529,9 +484,31 @@ impl HostFs {
     }
 }
 
-/// Whether `name` is a temp file of [`HostFs::write_atomic`] (`.<name>.tmp.<pid>.<random>`).
+/// Whether `name` is a temp file of an atomic write ([`replace_in`]: `.<name>.tmp.<pid>.<random>`,
+/// also a partial package copy) or one of an earlier release ([`is_earlier_temp_name`]).
 /// Readers that list directories must skip these.
 pub fn is_temp_name(name: &str) -> bool {
+    is_current_temp_name(name) || is_earlier_temp_name(name)
+}
+
+/// `.skyhook-tmp-<pid>-<n>` and `.skyhook-partial-<pid>-<n>`: the temp files and partial
+/// package copies of earlier releases' pre-flight.
+pub(crate) fn is_earlier_temp_name(name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix(".skyhook-tmp-")
+        .or_else(|| name.strip_prefix(".skyhook-partial-"))
+    else {
+        return false;
+    };
+    rest.split_once('-').is_some_and(|(pid, n)| {
+        [pid, n]
+            .iter()
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// `.<name>.tmp.<pid>.<random>`: this release's scheme ([`temp_name`]).
+fn is_current_temp_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('.') else {
         return false;
     };
@@ -550,7 +527,7 @@ pub fn is_temp_name(name: &str) -> bool {
 /// Whether `name` is a temp file of [`HostFs::write_atomic`] (or a pre-flight copy) for
 /// `target`: the target part may be shortened to fit `NAME_MAX` (see [`temp_name`]).
 pub(crate) fn is_temp_name_of(name: &str, target: &str) -> bool {
-    if !is_temp_name(name) {
+    if !is_current_temp_name(name) {
         return false;
     }
     let infix = name.rfind(TEMP_INFIX).expect("a temp name has the infix");
@@ -601,30 +578,187 @@ fn make_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, H
     Ok(fd)
 }
 
-/// Create the temp file for `target` in `dir`: `.<name>.tmp.<pid>.<random>`, 0600, never an
+/// Whether a failed fsync of the directory after a rename fails the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DirSync {
+    /// Agent state (SPEC §5): a replacement that may not survive a crash is an error.
+    Required,
+    /// Host files the pre-flight copies: some filesystems refuse to fsync a directory, and
+    /// the data itself was synced.
+    BestEffort,
+}
+
+/// The one atomic replace of the agent (SPEC §5), for state and for the host files pre-flight
+/// copies: `write` fills a temp file created in `dir` (`.<name>.tmp.<pid>.<random>`, mode
+/// `mode`, never an existing entry), which is fsynced and renamed over `name`; then `dir` is
+/// fsynced. On failure the temp file is removed and the previous content stays. `dir_host` and
+/// the error messages name the directory as a host path.
+pub(crate) fn replace_in(
+    dir: &OwnedFd,
+    dir_host: &Path,
+    name: &OsStr,
+    mode: u32,
+    dir_sync: DirSync,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<(), HostFsError> {
+    let host = dir_host.join(name);
+    let (temp, mut file) = create_temp(dir, name, mode, &host)?;
+    let written = write(&mut file)
+        .map_err(|source| io_source("writing", &host, source))
+        .and_then(|()| {
+            file.sync_all()
+                .map_err(|source| io_source("syncing", &host, source))
+        })
+        .and_then(|()| {
+            fcntl::renameat(dir, temp.as_os_str(), dir, name)
+                .map_err(|errno| io_error("replacing", &host, errno))
+        });
+    if let Err(err) = written {
+        // The target was never touched; only our temp file has to go.
+        let _ = unistd::unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        return Err(err);
+    }
+    // If only this fsync fails the new content is already in place; the error still reaches
+    // the caller because the replacement may not survive a crash.
+    match (sync_fd(dir, dir_host), dir_sync) {
+        (Err(err), DirSync::Required) => Err(err),
+        _ => Ok(()),
+    }
+}
+
+/// Create the temp file for `name` in `dir`: `.<name>.tmp.<pid>.<random>`, `mode`, never an
 /// existing entry.
-fn create_temp(dir: &OwnedFd, target: &Target) -> Result<(OsString, File), HostFsError> {
+fn create_temp(
+    dir: &OwnedFd,
+    name: &OsStr,
+    mode: u32,
+    host: &Path,
+) -> Result<(OsString, File), HostFsError> {
     let flags =
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     loop {
-        let name = temp_name(&target.name);
+        let temp = temp_name(name);
         match fcntl::openat(
             dir,
-            name.as_os_str(),
+            temp.as_os_str(),
             flags,
             Mode::from_bits_truncate(FILE_MODE),
         ) {
             Ok(fd) => {
-                if let Err(err) = set_mode(&fd, FILE_MODE, &target.host) {
-                    let _ = unistd::unlinkat(dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir);
+                if let Err(err) = set_mode(&fd, mode, host) {
+                    let _ = unistd::unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
                     return Err(err);
                 }
-                return Ok((name, File::from(fd)));
+                return Ok((temp, File::from(fd)));
             }
             Err(Errno::EEXIST) => {}
-            Err(errno) => return Err(io_error("creating temporary file for", &target.host, errno)),
+            Err(errno) => return Err(io_error("creating temporary file for", host, errno)),
         }
     }
+}
+
+/// Remove what killed writers left in `dir` (an open directory, `dir_host` as a host path):
+/// the entries `select` accepts that are at least `min_age` old, files and directories (a
+/// partial package copy) alike; a link is never one of ours. Younger ones may belong to a
+/// writer that is still running. Best effort: failures are logged at debug level and skipped.
+/// Returns how many were removed.
+pub(crate) fn remove_stale_temps(
+    dir: &OwnedFd,
+    dir_host: &Path,
+    select: impl Fn(&str) -> bool,
+    min_age: Duration,
+) -> usize {
+    let mut names = Vec::new();
+    if let Err(errno) = list_fd(dir, |name| {
+        if select(name) {
+            names.push(name.to_owned());
+        }
+    }) {
+        tracing::debug!(dir = %dir_host.display(), error = %errno, "cannot list directory for stale temp files");
+        return 0;
+    }
+    let now = SystemTime::now();
+    let mut removed = 0;
+    for name in names {
+        let host = dir_host.join(&name);
+        let stat = match stat::fstatat(dir, name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(errno) => {
+                tracing::debug!(file = %host.display(), error = %errno, "cannot inspect temp file");
+                continue;
+            }
+        };
+        let modified = SystemTime::UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(stat.st_mtime).unwrap_or(0),
+                u32::try_from(stat.st_mtime_nsec).unwrap_or(0),
+            );
+        if now.duration_since(modified).unwrap_or_default() < min_age {
+            continue;
+        }
+        let result = match kind_of(stat.st_mode) {
+            Kind::File | Kind::Other => {
+                unistd::unlinkat(dir, name.as_str(), UnlinkatFlags::NoRemoveDir)
+            }
+            Kind::Dir => remove_tree_at(dir, OsStr::new(&name)),
+            Kind::Symlink => continue,
+        };
+        match result {
+            Ok(()) => {
+                removed += 1;
+                tracing::debug!(file = %host.display(), "removed a stale temp file");
+            }
+            Err(errno) => {
+                tracing::debug!(file = %host.display(), error = %errno, "cannot remove stale temp file");
+            }
+        }
+    }
+    if removed > 0 {
+        let _ = sync_fd(dir, dir_host);
+    }
+    removed
+}
+
+/// Call `visit` with every entry name of an open directory (UTF-8 names only).
+fn list_fd(dir: &OwnedFd, mut visit: impl FnMut(&str)) -> Result<(), Errno> {
+    let mut stream = nix::dir::Dir::from_fd(dir.try_clone().map_err(|_| Errno::EBADF)?)?;
+    for entry in stream.iter() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if let Ok(name) = std::str::from_utf8(name) {
+            visit(name);
+        }
+    }
+    Ok(())
+}
+
+/// `rm -r` of the directory `name` in `parent`, never following a link.
+fn remove_tree_at(parent: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir = fcntl::openat(parent, name, flags, Mode::empty())?;
+    let mut entries = Vec::new();
+    {
+        let mut stream = nix::dir::Dir::from_fd(dir.try_clone().map_err(|_| Errno::EBADF)?)?;
+        for entry in stream.iter() {
+            let entry = entry?;
+            let entry_name = entry.file_name().to_bytes();
+            if entry_name != b"." && entry_name != b".." {
+                entries.push(OsStr::from_bytes(entry_name).to_os_string());
+            }
+        }
+    }
+    for entry in entries {
+        let stat = stat::fstatat(&dir, entry.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if kind_of(stat.st_mode) == Kind::Dir {
+            remove_tree_at(&dir, &entry)?;
+        } else {
+            unistd::unlinkat(&dir, entry.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
+        }
+    }
+    unistd::unlinkat(parent, name, UnlinkatFlags::RemoveDir)
 }
 
 /// `.<name>.tmp.<pid>.<random>`, with `<name>` shortened so the whole stays within
@@ -658,13 +792,6 @@ pub(crate) fn temp_name(target: &OsStr) -> OsString {
     name.push(OsStr::from_bytes(&bytes[..keep]));
     name.push(suffix);
     name
-}
-
-fn write_and_sync(mut file: File, contents: &[u8], host: &Path) -> Result<(), HostFsError> {
-    file.write_all(contents)
-        .map_err(|source| io_source("writing", host, source))?;
-    file.sync_all()
-        .map_err(|source| io_source("syncing", host, source))
 }
 
 /// The type of `name` in `dir`, without following a link; `None` if absent.

@@ -12,13 +12,13 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
-use crate::host::fs::{self as hostfs, HostFs, HostFsError};
+use crate::host::fs::{self as hostfs, DirSync, HostFs, HostFsError};
+use crate::host::identity::{IdentityError, ResourceId};
 use crate::host::runtime::Runtime;
-use crate::package::identity::{IdentityError, ResourceId};
 
 /// Errors of pre-flight; messages name the paths involved.
 #[derive(Debug, thiserror::Error)]
@@ -836,30 +836,21 @@ fn replace_file(source: &Path, dest: &Path, mode: u32, host: &str) -> Result<(),
     }
 
     let target = dest.file_name().expect("a destination file has a name");
-    clean_stale_copies(dir, target);
-    let temp = dir.join(hostfs::temp_name(target));
-    let mut write = || -> io::Result<()> {
-        let mut output = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&temp)?;
-        io::copy(&mut input, &mut output)?;
-        output.set_permissions(Permissions::from_mode(mode))?;
-        output.sync_all()?;
-        fs::rename(&temp, dest)
+    let write_error = |source: io::Error| PreflightError::Io {
+        op: "writing",
+        path: host.to_owned(),
+        source,
     };
-    if let Err(e) = write() {
-        let _ = fs::remove_file(&temp);
-        return Err(PreflightError::Io {
-            op: "writing",
-            path: host.to_owned(),
-            source: e,
-        });
-    }
-    sync_dir(dir);
-    Ok(())
+    let dir_fd = open_dir(dir).map_err(write_error)?;
+    clean_stale_copies_in(&dir_fd, dir, target);
+    // The one atomic replace of the agent; the copy keeps the source's permission bits.
+    hostfs::replace_in(&dir_fd, dir, target, mode, DirSync::BestEffort, |output| {
+        io::copy(&mut input, output).map(drop)
+    })
+    .map_err(|e| match e {
+        HostFsError::Io { source, .. } => write_error(source),
+        other => write_error(io::Error::other(other.to_string())),
+    })
 }
 
 /// SPEC §5: remove what killed copies of `target` left in `dir` — temp files and partial
@@ -868,59 +859,28 @@ fn replace_file(source: &Path, dest: &Path, mode: u32, host: &str) -> Result<(),
 /// writer can own them. Temp files of other targets in a host directory belong to whoever
 /// wrote them and are left alone. Best effort.
 fn clean_stale_copies(dir: &Path, target: &std::ffi::OsStr) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let target = target.to_string_lossy();
-    let now = SystemTime::now();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        if !(hostfs::is_temp_name_of(name, &target) || is_earlier_temp_name(name)) {
-            continue;
-        }
-        // `DirEntry::metadata` does not follow a link: a link is never one of ours.
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        let age = meta
-            .modified()
-            .ok()
-            .and_then(|m| now.duration_since(m).ok())
-            .unwrap_or(Duration::ZERO);
-        if meta.file_type().is_symlink() || age < hostfs::STALE_TEMP_AGE {
-            continue;
-        }
-        let path = entry.path();
-        let removed = if meta.is_dir() {
-            fs::remove_dir_all(&path)
-        } else {
-            fs::remove_file(&path)
-        };
-        match removed {
-            Ok(()) => tracing::debug!(file = %path.display(), "removed a stale temp file"),
-            Err(e) => {
-                tracing::debug!(file = %path.display(), error = %e, "cannot remove stale temp file");
-            }
-        }
+    if let Ok(fd) = open_dir(dir) {
+        clean_stale_copies_in(&fd, dir, target);
     }
 }
 
-/// `.skyhook-tmp-<pid>-<n>` and `.skyhook-partial-<pid>-<n>`: temp names of earlier releases.
-fn is_earlier_temp_name(name: &str) -> bool {
-    let Some(rest) = name
-        .strip_prefix(".skyhook-tmp-")
-        .or_else(|| name.strip_prefix(".skyhook-partial-"))
-    else {
-        return false;
-    };
-    rest.split_once('-').is_some_and(|(pid, n)| {
-        [pid, n]
-            .iter()
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-    })
+fn clean_stale_copies_in(fd: &OwnedFd, dir: &Path, target: &std::ffi::OsStr) {
+    let target = target.to_string_lossy();
+    hostfs::remove_stale_temps(
+        fd,
+        dir,
+        |name| hostfs::is_temp_name_of(name, &target) || hostfs::is_earlier_temp_name(name),
+        hostfs::STALE_TEMP_AGE,
+    );
+}
+
+/// Open a directory of a destination (already resolved inside ROOT) for the `*at` calls.
+fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .map(OwnedFd::from)
 }
 
 /// Make a rename or a new entry durable. Best effort: some filesystems refuse to fsync a

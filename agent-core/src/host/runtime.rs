@@ -30,7 +30,7 @@ pub struct Runtime {
     pub write_logs: bool,
     /// Printed raw in the banner; no effect (SPEC §2).
     pub buffer_limit: String,
-    /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::package::identity`].
+    /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::host::identity`].
     pub resource_id: String,
     pub data_dir: PathBuf,
     /// STATE, host-absolute and cleaned (ROOT not included).

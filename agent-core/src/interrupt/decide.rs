@@ -5,6 +5,7 @@
 //! [`reboot_step`].
 
 use crate::host::boot::read_boot_id;
+use crate::host::errors::state_err;
 use crate::host::fs::HostFs;
 use crate::plugin::contract::{CompletionPolicy, InterruptError};
 use crate::state::interrupt_markers::{OperationMarkers, Pending};
@@ -26,12 +27,10 @@ pub(crate) fn start(
     markers: &OperationMarkers,
     policy: CompletionPolicy,
 ) -> Result<Start, InterruptError> {
-    let done = markers
-        .is_complete(fs)
-        .map_err(InterruptError::state(format!(
-            "checking {}",
-            markers.complete.display()
-        )))?;
+    let done = markers.is_complete(fs).map_err(state_err(format!(
+        "checking {}",
+        markers.complete.display()
+    )))?;
     Ok(match (done, policy) {
         (true, _) => Start::Complete,
         (false, CompletionPolicy::OnSuccess) => Start::Run,
@@ -81,10 +80,7 @@ pub(crate) fn after_reboot(
     let boot_id = read_boot_id(fs)?;
     let pending = markers
         .read_pending(fs)
-        .map_err(InterruptError::state(format!(
-            "reading {}",
-            markers.pending.display()
-        )))?;
+        .map_err(state_err(format!("reading {}", markers.pending.display())))?;
     let counted = markers.read_attempts(fs, &boot_id);
     let step = reboot_step(pending, &counted, &boot_id, max_attempts);
     Ok(RebootDecision {

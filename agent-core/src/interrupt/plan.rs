@@ -15,11 +15,12 @@ use serde::Serialize;
 use crate::exec::{self, Cancel, ExecError, MemorySink, Outcome, Output, ProcessSpec};
 use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
+use crate::host::errors::state_err;
 use crate::host::fs::HostFs;
+use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
 use crate::interrupt::decide::{self, PendingState, RebootStep, Start};
 use crate::interrupt::runner::{InterruptSettings, validate};
-use crate::package::identity::ResourceId;
 use crate::plugin::contract::{
     Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations, REBOOT_WAIT,
 };
@@ -199,12 +200,12 @@ impl Operations for DryRun {
 
     fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
         let markers = self.settings.markers(self.type_name, index);
-        markers
+        Ok(markers
             .is_complete(&self.settings.fs)
-            .map_err(InterruptError::state(format!(
+            .map_err(state_err(format!(
                 "checking {}",
                 markers.complete.display()
-            )))
+            )))?)
     }
 
     fn node_name(&self) -> Option<String> {

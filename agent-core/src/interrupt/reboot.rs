@@ -6,6 +6,7 @@ use tracing::{info, warn};
 
 use crate::exec::{self, ExecError, Termination};
 use crate::host::errors::Chain;
+use crate::host::errors::state_err;
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, PendingState, RebootStep};
 use crate::interrupt::runner::{OperationRecord, Run};
@@ -27,16 +28,14 @@ impl Run {
         let boot_id = decision.boot_id.as_str();
         let count = match decision.step {
             RebootStep::Promote { since } => {
-                markers.promote(fs).map_err(InterruptError::state(format!(
+                markers.promote(fs).map_err(state_err(format!(
                     "promoting {}",
                     markers.pending.display()
                 )))?;
-                markers
-                    .remove_attempts(fs)
-                    .map_err(InterruptError::state(format!(
-                        "removing {}",
-                        markers.attempts.display()
-                    )))?;
+                markers.remove_attempts(fs).map_err(state_err(format!(
+                    "removing {}",
+                    markers.attempts.display()
+                )))?;
                 info!(marker = %markers.complete.display(), "skipping completed interrupt after host reboot");
                 self.push(
                     OperationRecord::PromotedAfterReboot {
@@ -83,10 +82,7 @@ impl Run {
         // Durable before the command starts: the reboot may kill us at any instant after.
         markers
             .write_pending(fs, boot_id)
-            .map_err(InterruptError::state(format!(
-                "writing {}",
-                markers.pending.display()
-            )))?;
+            .map_err(state_err(format!("writing {}", markers.pending.display())))?;
 
         let reason = format!("reboot requested under boot ID {boot_id}");
         let result = self

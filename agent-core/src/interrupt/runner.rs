@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 use tracing::{debug, info, warn};
 
 use crate::exec::{self, FirstSignal, ProcessSpec, Termination};
+use crate::host::errors::state_err;
 use crate::host::fs::HostFs;
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, Start};
@@ -171,10 +172,7 @@ impl Run {
         if succeeded {
             markers
                 .write_complete(&self.settings.fs, SystemTime::now())
-                .map_err(InterruptError::state(format!(
-                    "writing {}",
-                    markers.complete.display()
-                )))?;
+                .map_err(state_err(format!("writing {}", markers.complete.display())))?;
         }
         // SPEC §10: a command stopped by the agent's own termination signal was judged above;
         // the run ends with the stop, whatever the command's result.
@@ -291,10 +289,10 @@ impl Run {
         if let Some(log) = state.log.take() {
             return Ok(log);
         }
-        state
+        Ok(state
             .logs
             .open(&self.settings.fs, &self.log_name(), SystemTime::now())
-            .map_err(InterruptError::state("creating the interrupt log"))
+            .map_err(state_err("creating the interrupt log"))?)
     }
 
     /// Close the invocation's log and apply retention.
@@ -303,10 +301,10 @@ impl Run {
         if let Some(OperationLog::Open(log)) = state.log.take() {
             let _ = log.file.sync_all();
         }
-        state
+        Ok(state
             .logs
             .prune(&self.settings.fs, &self.log_name())
-            .map_err(InterruptError::state("cleaning old interrupt logs"))
+            .map_err(state_err("cleaning old interrupt logs"))?)
     }
 }
 
@@ -356,22 +354,27 @@ impl Operations for Run {
 
     fn mark_done(&self) -> Result<(), InterruptError> {
         let s = &self.settings;
-        interrupt_markers::write_kind_done(&s.fs, &s.markers_dir, self.type_name, SystemTime::now())
-            .map(drop)
-            .map_err(InterruptError::state(format!(
-                "writing {}",
-                interrupt_markers::kind_done_path(&s.markers_dir, self.type_name).display()
-            )))
+        Ok(interrupt_markers::write_kind_done(
+            &s.fs,
+            &s.markers_dir,
+            self.type_name,
+            SystemTime::now(),
+        )
+        .map(drop)
+        .map_err(state_err(format!(
+            "writing {}",
+            interrupt_markers::kind_done_path(&s.markers_dir, self.type_name).display()
+        )))?)
     }
 
     fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
         let markers = self.settings.markers(self.type_name, index);
-        markers
+        Ok(markers
             .is_complete(&self.settings.fs)
-            .map_err(InterruptError::state(format!(
+            .map_err(state_err(format!(
                 "checking {}",
                 markers.complete.display()
-            )))
+            )))?)
     }
 
     fn node_name(&self) -> Option<String> {

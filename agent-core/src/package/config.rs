@@ -13,8 +13,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use crate::host::identity::is_single_component;
 use crate::host::preflight;
-use crate::package::identity::is_single_component;
 use crate::package::step::{Mode, Step};
 
 /// The only `schema_version` this agent knows.

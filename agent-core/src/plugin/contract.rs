@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::exec::{ExecError, Termination};
 use crate::host::boot::BootIdError;
-use crate::host::fs::HostFsError;
+use crate::host::errors::StateFailure;
 
 /// The error type of a kind's own failures: any error, with its source chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -266,12 +266,9 @@ pub enum InterruptError {
         #[source]
         source: ExecError,
     },
-    #[error("{context}")]
-    State {
-        context: String,
-        #[source]
-        source: HostFsError,
-    },
+    /// Host state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFailure),
     /// The payload failed the kind's [`InterruptKind::validate`].
     /// The kind's error is part of the message and kept as it is in `error`.
     #[error("invalid {type_name} interrupt: {error}")]
@@ -291,12 +288,6 @@ impl InterruptError {
     /// A kind's own failure: `InterruptError::kind("no node to drain")`, or any error.
     pub fn kind(error: impl Into<BoxError>) -> Self {
         Self::Kind(error.into())
-    }
-
-    /// A host state error, with what was being done (`writing <path>`).
-    pub(crate) fn state(context: impl Into<String>) -> impl FnOnce(HostFsError) -> Self {
-        let context = context.into();
-        move |source| Self::State { context, source }
     }
 }
 

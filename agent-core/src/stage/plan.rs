@@ -1,6 +1,6 @@
 //! `agent plan` (SPEC §1.4, ext): what a stage run would do on this host, with nothing run
 //! and nothing written; and the vocabulary of plans ([`PlannedAction`], [`PlannedWrite`])
-//! shared with the interrupt plan ([`crate::interrupt::plan`]).
+//! shared with the interrupt plan (`interrupt::plan`).
 //!
 //! A stage plan walks the steps as the run does and asks the run's own decisions
 //! ([`decide`]): which steps run ([`decide_step`], over the run's markers), with what
@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::errors::{StateFailure, state_err};
+use crate::host::fs::HostFs;
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};
@@ -34,17 +35,9 @@ pub enum PlanError {
     },
     #[error("preparing the package data")]
     PackageData(#[source] PreflightError),
-    #[error("{context}")]
-    State {
-        context: String,
-        #[source]
-        source: HostFsError,
-    },
-}
-
-fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> PlanError {
-    let context = context.into();
-    move |source| PlanError::State { context, source }
+    /// Host state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFailure),
 }
 
 /// The plan of one stage run.

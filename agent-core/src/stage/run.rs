@@ -12,7 +12,8 @@ use tracing::{debug, info, warn};
 use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
 use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::errors::{StateFailure, state_err};
+use crate::host::fs::HostFs;
 use crate::host::runtime::Runtime;
 use crate::package::config::PackageConfig;
 use crate::package::step::{Mode, Step};
@@ -79,19 +80,11 @@ pub enum StageError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{context}")]
-    State {
-        context: String,
-        #[source]
-        source: HostFsError,
-    },
+    /// Host state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFailure),
     #[error("writing check_results")]
     CheckLock(#[source] LockError),
-}
-
-fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StageError {
-    let context = context.into();
-    move |source| StageError::State { context, source }
 }
 
 /// Run `mode` of `config`. `Ok(())` means exit 0.

@@ -14,8 +14,8 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::host::boot::read_boot_id;
 use crate::host::fs::{HostFs, is_temp_name};
+use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
-use crate::package::identity::ResourceId;
 use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, History, HistoryEntry};
 use crate::state::interrupt_markers::{self, Pending};

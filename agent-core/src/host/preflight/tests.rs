@@ -1,4 +1,5 @@
 use super::*;
+use std::time::{Duration, SystemTime};
 
 use std::os::unix::fs::symlink;
 
