@@ -18,7 +18,6 @@ use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
 use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, History, HistoryEntry};
-use crate::state::interrupt_markers::{self, Pending};
 use crate::state::locks::{self, Holder};
 use crate::state::results::{self, RunRecord};
 
@@ -598,211 +597,6 @@ fn walk_files(
     }
 }
 
-/// Where the interrupt markers and lock of one resource live, and what to judge them by.
-struct InterruptScope<'a> {
-    dir: &'a Path,
-    rid: &'a str,
-    state_dir: &'a Path,
-    boot_id: Option<&'a str>,
-    max_attempts: u32,
-}
-
-fn interrupt_status(
-    fs: &HostFs,
-    scope: &InterruptScope<'_>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) -> InterruptStatus {
-    let InterruptScope {
-        dir,
-        rid,
-        boot_id,
-        max_attempts,
-        ..
-    } = *scope;
-    // Keyed by (type, index, name) so `kind_2` sorts before `kind_10`.
-    let mut stems: BTreeMap<(String, usize, String), BTreeSet<String>> = BTreeMap::new();
-    for name in list(fs, dir, note) {
-        if is_temp_name(&name) {
-            continue;
-        }
-        let Some((stem, ext)) = name.rsplit_once('.') else {
-            continue;
-        };
-        if !matches!(ext, "complete" | "pending" | "attempts") {
-            continue;
-        }
-        stems
-            .entry(operation_order(stem))
-            .or_default()
-            .insert(ext.to_owned());
-    }
-    // `Err` carries the reason a marker that exists cannot be read.
-    let read = |name: &str,
-                note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
-     -> Result<Option<String>, String> {
-        let path: PathBuf = dir.join(name);
-        match fs.read(&path) {
-            Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned())),
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("interrupt marker {}", path.display()), &reason);
-                Err(reason)
-            }
-        }
-    };
-    let mut operations = Vec::new();
-    for ((_, _, stem), exts) in stems {
-        let attempts = exts
-            .contains("attempts")
-            .then(|| read(&format!("{stem}.attempts"), note).ok().flatten())
-            .flatten()
-            .and_then(|text| interrupt_markers::parse_attempts(&text, boot_id?));
-        let op = if exts.contains("complete") {
-            let (state, detail) = match read(&format!("{stem}.complete"), note) {
-                Err(reason) => (
-                    "unreadable",
-                    format!("the completion marker cannot be read: {reason}"),
-                ),
-                Ok(content) => {
-                    let content = content.unwrap_or_default();
-                    if crate::state::markers::is_corrupt(content.as_bytes()) {
-                        (
-                            "unknown",
-                            "corrupt completion marker: the next run does the operation again"
-                                .to_owned(),
-                        )
-                    } else {
-                        ("complete", content)
-                    }
-                }
-            };
-            InterruptOperation {
-                operation: stem,
-                state: state.into(),
-                detail,
-                pending_boot_id: None,
-                attempts: None,
-                loop_guard_refuses: false,
-            }
-        } else if exts.contains("pending") {
-            let (state, pending, detail) = match read(&format!("{stem}.pending"), note) {
-                Err(reason) => (
-                    "unreadable",
-                    None,
-                    format!("the pending marker cannot be read: {reason}"),
-                ),
-                Ok(content) => {
-                    let content = content.unwrap_or_default();
-                    let pending = match Pending::parse(content.as_bytes()) {
-                        Pending::BootId(b) => Some(b),
-                        Pending::Malformed(_) => None,
-                    };
-                    let detail = pending_words(
-                        pending.as_deref(),
-                        &content,
-                        boot_id,
-                        attempts,
-                        max_attempts,
-                    );
-                    ("pending", pending, detail)
-                }
-            };
-            let rebooted_since = pending.is_some() && pending.as_deref() != boot_id;
-            InterruptOperation {
-                operation: stem,
-                state: state.into(),
-                detail,
-                loop_guard_refuses: !rebooted_since && attempts.unwrap_or(0) >= max_attempts,
-                pending_boot_id: pending,
-                attempts,
-            }
-        } else {
-            InterruptOperation {
-                operation: stem,
-                state: "pending".into(),
-                detail: format!(
-                    "reboot attempts recorded ({} of {max_attempts} in this boot), no pending \
-                     marker",
-                    attempts.unwrap_or(0)
-                ),
-                pending_boot_id: None,
-                loop_guard_refuses: attempts.unwrap_or(0) >= max_attempts,
-                attempts,
-            }
-        };
-        operations.push(op);
-    }
-    let lock = lock_holder(fs, &locks::interrupt_lock_path(scope.state_dir, rid), note);
-    let status = if lock.is_some() {
-        Verdict::Running
-    } else if operations.iter().any(operation_failed) {
-        Verdict::Error
-    } else if operations.iter().any(|op| op.state == "pending") {
-        Verdict::RebootPending
-    } else {
-        Verdict::Done
-    };
-    InterruptStatus {
-        resource_id: rid.to_owned(),
-        status,
-        lock,
-        operations,
-    }
-}
-
-/// A marker that cannot be trusted, or a pending reboot the loop guard will refuse to repeat.
-fn operation_failed(op: &InterruptOperation) -> bool {
-    match op.state.as_str() {
-        "complete" => false,
-        "pending" => op.loop_guard_refuses,
-        _ => true,
-    }
-}
-
-/// A pending reboot in words: which boot asked for it, whether the host has booted since,
-/// and how many of the loop guard's attempts are spent.
-fn pending_words(
-    pending: Option<&str>,
-    content: &str,
-    current: Option<&str>,
-    attempts: Option<u32>,
-    max: u32,
-) -> String {
-    let spent = attempts.unwrap_or(0);
-    match (pending, current) {
-        (Some(p), Some(now)) if p != now => format!(
-            "reboot requested in boot {}; the host has booted since (now boot {}): the next \
-             interrupt run marks it complete",
-            short_id(p),
-            short_id(now)
-        ),
-        (Some(p), Some(_)) if spent >= max => format!(
-            "reboot requested in boot {}, waiting for a new boot (attempts {spent} of {max}): \
-             the loop guard refuses another reboot in this boot",
-            short_id(p)
-        ),
-        (Some(p), Some(_)) => format!(
-            "reboot requested in boot {}, waiting for a new boot (attempts {spent} of {max})",
-            short_id(p)
-        ),
-        (Some(p), None) => format!(
-            "reboot requested in boot {}; the current boot ID cannot be read",
-            short_id(p)
-        ),
-        (None, _) => {
-            format!("malformed pending marker {content:?}: the next run replaces it and reboots")
-        }
-    }
-}
-
-/// A boot ID short enough to read (`3f9c1a2b…`); the full one is in `--format json`.
-fn short_id(id: &str) -> String {
-    match id.char_indices().nth(8) {
-        Some((i, _)) => format!("{}…", &id[..i]),
-        None => id.to_owned(),
-    }
-}
-
 /// Who holds a lock, noting a lock that cannot be probed.
 fn lock_holder(
     fs: &HostFs,
@@ -819,23 +613,17 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     crate::host::errors::Chain(e).to_string()
 }
 
-/// `(type, index, stem)` of `<TYPE>_<i>`; `(stem, 0, stem)` for an unindexed marker.
-fn operation_order(stem: &str) -> (String, usize, String) {
-    match stem.rsplit_once('_') {
-        Some((kind, i)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => (
-            kind.to_owned(),
-            i.parse().unwrap_or(usize::MAX),
-            stem.to_owned(),
-        ),
-        _ => (stem.to_owned(), 0, stem.to_owned()),
-    }
-}
-
 /// RFC 3339 times as instants: Go's `RFC3339Nano` trims trailing zeros, so the strings do not
 /// sort as text.
 fn sort_time(t: &str) -> i128 {
     OffsetDateTime::parse(t, &Rfc3339).map_or(i128::MIN, OffsetDateTime::unix_timestamp_nanos)
 }
+
+mod interrupts;
+
+use interrupts::{InterruptScope, interrupt_status, operation_failed};
+#[cfg(test)]
+use interrupts::{operation_order, short_id};
 
 #[cfg(test)]
 mod tests;

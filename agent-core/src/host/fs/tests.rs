@@ -5,6 +5,7 @@ use std::process::Command;
 use proptest::prelude::*;
 
 use super::*;
+use std::time::SystemTime;
 
 fn host() -> (tempfile::TempDir, HostFs) {
     let dir = tempfile::tempdir().unwrap();
