@@ -1,5 +1,5 @@
 //! Byte formats the upstream agents defined: Python repr, Go JSON, timestamps.
 
-pub mod gojson;
+pub(crate) mod gojson;
 pub mod pyrepr;
 pub mod timestamp;

@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::host::fs::HostFs;
 
 /// Where the host's boot ID is, relative to ROOT.
-pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
+pub(crate) const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
 
 /// The boot ID could not be read; never taken as a changed boot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -37,7 +37,7 @@ pub struct StateFailure {
 }
 
 /// `map_err(state_err("writing START"))?`: the host state error, with its context.
-pub fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StateFailure {
+pub(crate) fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StateFailure {
     let context = context.into();
     move |source| StateFailure { context, source }
 }

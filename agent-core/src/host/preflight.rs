@@ -183,7 +183,7 @@ pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
 ///
 /// # Errors
 /// [`PreflightError::NoEtc`], or a link at `/etc` leading out of ROOT.
-pub fn check_host_etc(root: &Path) -> Result<(), PreflightError> {
+pub(crate) fn check_host_etc(root: &Path) -> Result<(), PreflightError> {
     let no_etc = || PreflightError::NoEtc {
         etc: root.join("etc").display().to_string(),
         root: root.display().to_string(),
@@ -369,7 +369,7 @@ pub fn check_expected_config_files(
 /// One `expected_config_files` entry: a non-empty relative path without `..` to a regular file
 /// (after following links, as Kubernetes ConfigMap volumes are made of links) under
 /// `configmaps_dir` (a real path). Shared with `agent validate`.
-pub fn check_config_file(configmaps_dir: &Path, entry: &str) -> Result<(), PreflightError> {
+pub(crate) fn check_config_file(configmaps_dir: &Path, entry: &str) -> Result<(), PreflightError> {
     if entry.is_empty()
         || entry.contains('\0')
         || entry.starts_with('/')

@@ -47,11 +47,11 @@ pub struct Runtime {
     pub warnings: Vec<String>,
 }
 
-pub const DEFAULT_DATA_DIR: &str = "/skyhook-package";
-pub const DEFAULT_STATE_DIR: &str = "/etc/skyhook";
-pub const DEFAULT_LOG_DIR: &str = "/var/log/skyhook";
-pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(20);
-pub const DEFAULT_REBOOT_MAX_ATTEMPTS: u32 = 3;
+pub(crate) const DEFAULT_DATA_DIR: &str = "/skyhook-package";
+pub(crate) const DEFAULT_STATE_DIR: &str = "/etc/skyhook";
+pub(crate) const DEFAULT_LOG_DIR: &str = "/var/log/skyhook";
+pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_REBOOT_MAX_ATTEMPTS: u32 = 3;
 
 impl Runtime {
     /// Read the process environment.
@@ -241,7 +241,7 @@ fn seconds(
 }
 
 /// A timeout as configured (`1`, `0.5`), for `timed out after Ns`.
-pub fn format_seconds(timeout: Option<Duration>) -> String {
+pub(crate) fn format_seconds(timeout: Option<Duration>) -> String {
     let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
     let text = format!("{secs:.3}");
     text.trim_end_matches('0').trim_end_matches('.').to_owned()

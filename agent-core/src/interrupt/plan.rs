@@ -2,7 +2,7 @@
 //! nothing run and nothing written.
 //!
 //! Only the kind knows its operations, so the kind runs, against a context whose operations
-//! are judged instead of run: by [`decide`], the decision the runner acts on, so a plan and a
+//! are judged instead of run: by `decide`, the decision the runner acts on, so a plan and a
 //! run cannot disagree.
 
 use std::ffi::OsString;

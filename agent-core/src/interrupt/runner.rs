@@ -1,5 +1,5 @@
 //! Running an interrupt (SPEC §9.3–§9.6): per-operation markers, resume, echo and logs; the
-//! after-reboot protocol is in [`reboot`](super::reboot). Kinds reach all of it through
+//! after-reboot protocol is in `reboot`. Kinds reach all of it through
 //! [`InterruptContext::operation`]; nothing here knows a kind by name.
 
 use std::ffi::OsString;

@@ -14,14 +14,14 @@ use std::path::Path;
 use crate::package::step::{Mode, Step};
 
 /// The only `schema_version` this agent knows.
-pub const SCHEMA_VERSION: &str = "v1";
+pub(crate) const SCHEMA_VERSION: &str = "v1";
 
 /// The message of the "no steps at all" rule, kept byte-for-byte from the upstream agent
 /// (capitalised, unlike every other finding).
-pub const NO_DEFINED_STEPS: &str = "There are no defined steps";
+pub(crate) const NO_DEFINED_STEPS: &str = "There are no defined steps";
 
 /// The pattern a step name must match, as the upstream schema spells it.
-pub const STEP_NAME_PATTERN: &str = r"^[a-zA-Z0-9_\-.]+$";
+pub(crate) const STEP_NAME_PATTERN: &str = r"^[a-zA-Z0-9_\-.]+$";
 
 /// How serious a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -153,7 +153,7 @@ pub fn lint(bytes: &[u8], skyhook_dir: &Path, configmaps_dir: &Path) -> Vec<Find
 
 /// `true` iff `s` matches the semver.org 2.0 pattern the upstream schema uses for
 /// `package_version` (ASCII digits only, no surrounding whitespace).
-pub fn is_semver(s: &str) -> bool {
+pub(crate) fn is_semver(s: &str) -> bool {
     fn numeric(id: &str) -> bool {
         !id.is_empty()
             && id.bytes().all(|b| b.is_ascii_digit())
@@ -187,7 +187,7 @@ pub fn is_semver(s: &str) -> bool {
 
 /// The step path the `_check` pairing rule looks for: `_check` inserted before the extension
 /// of the file name (`dir/x.sh` → `dir/x_check.sh`), or appended when there is none.
-pub fn expected_check_path(step_path: &str) -> String {
+pub(crate) fn expected_check_path(step_path: &str) -> String {
     let (dir, base) = match step_path.rfind('/') {
         Some(i) => step_path.split_at(i + 1),
         None => ("", step_path),

@@ -4,7 +4,7 @@
 //! typetag keeps its own registry for deserialization; this parallel one (collected with
 //! `inventory`, like vector's component descriptions) carries what a listing needs: summary,
 //! module and an example payload. [`macro@crate::interrupt`] fills both from one declaration,
-//! and [`check`] proves at startup that they agree.
+//! and [`codec::check`](crate::plugin::codec::check) proves at startup that they agree.
 
 use std::any::TypeId;
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ pub fn kinds() -> Vec<&'static InterruptDescriptor> {
 }
 
 /// Every registered type name, sorted and unique.
-pub fn type_names() -> Vec<&'static str> {
+pub(crate) fn type_names() -> Vec<&'static str> {
     let mut names: Vec<_> = kinds().into_iter().map(|d| d.type_name).collect();
     names.dedup();
     names
@@ -68,7 +68,7 @@ pub fn find(type_name: &str) -> Option<&'static InterruptDescriptor> {
 }
 
 /// Every kind registered under `type_name` (more than one is a [`DuplicateKind`]).
-pub fn find_all(type_name: &str) -> Vec<&'static InterruptDescriptor> {
+pub(crate) fn find_all(type_name: &str) -> Vec<&'static InterruptDescriptor> {
     kinds()
         .into_iter()
         .filter(|d| d.type_name == type_name)

@@ -60,7 +60,7 @@ pub fn decide(mode: Mode, step: &Step, completed: bool, always_run: bool) -> Dec
 ///
 /// # Errors
 /// Something other than a regular file is at a marker path.
-pub fn decide_step(
+pub(crate) fn decide_step(
     fs: &HostFs,
     mode: Mode,
     step: &Step,

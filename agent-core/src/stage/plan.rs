@@ -3,7 +3,7 @@
 //! shared with the interrupt plan (`interrupt::plan`).
 //!
 //! A stage plan walks the steps as the run does and asks the run's own decisions
-//! ([`decide`]): which steps run ([`decide_step`], over the run's markers), with what
+//! ([`decide`]): which steps run (`decide_step`, over the run's markers), with what
 //! arguments ([`decide::arguments`]) and environment ([`StepPaths::env_overrides`]). Reading
 //! state never repairs it: a corrupt history file is reported, not moved aside.
 
@@ -552,7 +552,7 @@ pub enum OverlayDiff {
 }
 
 /// Files larger than this are not diffed.
-pub const DIFF_MAX_BYTES: usize = 1024 * 1024;
+pub(crate) const DIFF_MAX_BYTES: usize = 1024 * 1024;
 
 /// The unified diff between the host file and the overlay file of a `changed` write.
 pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {

@@ -12,29 +12,29 @@ use serde::Serialize;
 use crate::host::fs::{HostFs, HostFsError};
 
 /// `STATE/flags/START`.
-pub fn start_path(flags_dir: &Path) -> PathBuf {
+pub(crate) fn start_path(flags_dir: &Path) -> PathBuf {
     flags_dir.join("START")
 }
 
 /// SPEC §8.1: an empty `START` at the start of every stage run.
-pub fn write_start(fs: &HostFs, flags_dir: &Path) -> Result<(), HostFsError> {
+pub(crate) fn write_start(fs: &HostFs, flags_dir: &Path) -> Result<(), HostFsError> {
     fs.write_atomic(&start_path(flags_dir), b"")
 }
 
 /// `STATE/flags/check_results`.
-pub fn check_results_path(flags_dir: &Path) -> PathBuf {
+pub(crate) fn check_results_path(flags_dir: &Path) -> PathBuf {
     flags_dir.join("check_results")
 }
 
 /// `STATE/flags/<MODE>_ALL_CHECKED`.
-pub fn all_checked_path(flags_dir: &Path, mode: &str) -> PathBuf {
+pub(crate) fn all_checked_path(flags_dir: &Path, mode: &str) -> PathBuf {
     flags_dir.join(format!("{mode}{ALL_CHECKED_SUFFIX}"))
 }
 
 const ALL_CHECKED_SUFFIX: &str = "_ALL_CHECKED";
 
 /// The check stage modes whose `ALL_CHECKED` is among `names` (entries of `STATE/flags`).
-pub fn all_checked_modes(names: &[String]) -> Vec<String> {
+pub(crate) fn all_checked_modes(names: &[String]) -> Vec<String> {
     names
         .iter()
         .filter_map(|n| n.strip_suffix(ALL_CHECKED_SUFFIX))
@@ -45,7 +45,7 @@ pub fn all_checked_modes(names: &[String]) -> Vec<String> {
 /// `STATE/locks/shared/check_results.lock`: held while `check_results` and
 /// `<MODE>_ALL_CHECKED` are written. A package lock (`STATE/locks/<pkg>.lock`) cannot have
 /// this path, since a package name is one path component.
-pub fn check_results_lock_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn check_results_lock_path(state_dir: &Path) -> PathBuf {
     state_dir
         .join("locks")
         .join("shared")
@@ -61,7 +61,7 @@ pub struct CheckResult {
 
 /// SPEC §8.8: one line per step, `<PATH> <True|False>` (`True` = that check **failed**),
 /// joined by `\n`, no trailing newline.
-pub fn format_check_results(results: &[CheckResult]) -> String {
+pub(crate) fn format_check_results(results: &[CheckResult]) -> String {
     let mut text = String::new();
     for (i, r) in results.iter().enumerate() {
         if i > 0 {
@@ -78,7 +78,7 @@ pub fn format_check_results(results: &[CheckResult]) -> String {
 }
 
 /// The lines of `check_results` (a line without a space is skipped).
-pub fn parse_check_results(text: &str) -> Vec<CheckResult> {
+pub(crate) fn parse_check_results(text: &str) -> Vec<CheckResult> {
     text.lines()
         .filter_map(|line| {
             let (path, failed) = line.rsplit_once(' ')?;
@@ -91,7 +91,7 @@ pub fn parse_check_results(text: &str) -> Vec<CheckResult> {
 }
 
 /// Write `check_results`.
-pub fn write_check_results(
+pub(crate) fn write_check_results(
     fs: &HostFs,
     flags_dir: &Path,
     results: &[CheckResult],
@@ -103,7 +103,7 @@ pub fn write_check_results(
 }
 
 /// `check_results`, `None` when there is none.
-pub fn read_check_results(
+pub(crate) fn read_check_results(
     fs: &HostFs,
     flags_dir: &Path,
 ) -> Result<Option<Vec<CheckResult>>, HostFsError> {
@@ -113,12 +113,20 @@ pub fn read_check_results(
 }
 
 /// Write an empty `<MODE>_ALL_CHECKED`.
-pub fn write_all_checked(fs: &HostFs, flags_dir: &Path, mode: &str) -> Result<(), HostFsError> {
+pub(crate) fn write_all_checked(
+    fs: &HostFs,
+    flags_dir: &Path,
+    mode: &str,
+) -> Result<(), HostFsError> {
     fs.write_atomic(&all_checked_path(flags_dir, mode), b"")
 }
 
 /// Remove `<MODE>_ALL_CHECKED` if present.
-pub fn remove_all_checked(fs: &HostFs, flags_dir: &Path, mode: &str) -> Result<bool, HostFsError> {
+pub(crate) fn remove_all_checked(
+    fs: &HostFs,
+    flags_dir: &Path,
+    mode: &str,
+) -> Result<bool, HostFsError> {
     fs.remove_file(&all_checked_path(flags_dir, mode))
 }
 

@@ -11,10 +11,10 @@ use crate::compat::timestamp::rfc3339_nano;
 use crate::host::fs::{HostFs, HostFsError};
 
 /// The version an upgrade starts from when history is missing, empty or corrupt.
-pub const UNKNOWN_VERSION: &str = "unknown";
+pub(crate) const UNKNOWN_VERSION: &str = "unknown";
 
 /// SPEC §8.9: the ledger keeps at most this many entries, newest first.
-pub const MAX_ENTRIES: usize = 100;
+pub(crate) const MAX_ENTRIES: usize = 100;
 
 /// The ledger as the Python agent writes it (`{"current-version": ..., "history": [...]}`).
 /// Field order is the output order; keys this agent does not know (another agent's additions)

@@ -39,7 +39,7 @@ fn complete_contents(now: SystemTime) -> String {
 ///
 /// # Errors
 /// The marker cannot be written.
-pub fn write_kind_done(
+pub(crate) fn write_kind_done(
     fs: &HostFs,
     dir: &Path,
     kind: &str,
@@ -51,7 +51,7 @@ pub fn write_kind_done(
 }
 
 /// `<dir>/<kind>.complete`.
-pub fn kind_done_path(dir: &Path, kind: &str) -> PathBuf {
+pub(crate) fn kind_done_path(dir: &Path, kind: &str) -> PathBuf {
     dir.join(format!("{kind}.complete"))
 }
 
@@ -84,7 +84,7 @@ impl Pending {
 /// The attempt count recorded under `boot_id` in an attempts file (`boot-id:<id>` and
 /// `attempts:<n>` lines): 0 if it was recorded under another boot, `None` if the text is not
 /// such a record (SPEC §9.6: the caller counts that as the limit, never as 0).
-pub fn parse_attempts(text: &str, boot_id: &str) -> Option<u32> {
+pub(crate) fn parse_attempts(text: &str, boot_id: &str) -> Option<u32> {
     let mut id = None;
     let mut count = None;
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -107,7 +107,7 @@ pub fn parse_attempts(text: &str, boot_id: &str) -> Option<u32> {
 }
 
 /// The bytes of an attempts file: `count` reboots requested under `boot_id`.
-pub fn attempts_contents(boot_id: &str, count: u32) -> String {
+pub(crate) fn attempts_contents(boot_id: &str, count: u32) -> String {
     format!("boot-id:{boot_id}\nattempts:{count}\n")
 }
 
@@ -166,7 +166,7 @@ impl OperationMarkers {
     }
 
     /// The attempts counted under `boot_id` (0 when there is no file), or why the file cannot
-    /// be trusted: unreadable, or not a record [`parse_attempts`] accepts.
+    /// be trusted: unreadable, or not a record `parse_attempts` accepts.
     pub fn read_attempts(&self, fs: &HostFs, boot_id: &str) -> Result<u32, String> {
         match fs.read(&self.attempts) {
             Ok(None) => Ok(0),

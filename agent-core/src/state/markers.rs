@@ -2,7 +2,7 @@
 //!
 //! Nodes upgraded from either upstream agent already carry these markers, and a step they mark
 //! must not run again, so the names are those agents' names byte for byte. [`StepMarkers`] is
-//! the one reader and writer of a step's two markers; [`is_done`] is the completion rule every
+//! the one reader and writer of a step's two markers; `is_done` is the completion rule every
 //! marker (step or interrupt) is read by.
 
 use std::path::{Path, PathBuf};
@@ -39,7 +39,7 @@ pub fn legacy_marker_name(path: &str, arguments: &[String], returncodes: &[i64])
 ///
 /// Long arguments make a base64 component longer than `NAME_MAX`; the Python agent crashed
 /// there, this agent skips the legacy marker instead and relies on the native one.
-pub fn legacy_name_fits(name: &str) -> bool {
+pub(crate) fn legacy_name_fits(name: &str) -> bool {
     // SPEC §8.7: a component over 255 bytes means no legacy marker.
     name.split('/').all(|component| component.len() <= NAME_MAX)
 }
@@ -64,7 +64,7 @@ pub fn native_marker_name(
 ///
 /// Both upstream agents only test for existence; the contents are for operators, in the Go
 /// agent's format (lowercase booleans, no trailing newline).
-pub fn marker_contents(last_run_rfc3339: &str, always_runs: bool) -> String {
+pub(crate) fn marker_contents(last_run_rfc3339: &str, always_runs: bool) -> String {
     // SPEC §8.7: `last_run: <ts>\nstep_always_runs: true|false`.
     format!("last_run: {last_run_rfc3339}\nstep_always_runs: {always_runs}")
 }
@@ -277,14 +277,14 @@ mod tests {
 /// corrupt. A writer killed mid-write (a non-atomic agent) leaves it empty; XFS leaves a file
 /// whose data never reached the disk before a crash full of NULs. Any other content counts:
 /// every upstream writer puts `last_run: …` there, but only existence was ever checked.
-pub fn is_corrupt(content: &[u8]) -> bool {
+pub(crate) fn is_corrupt(content: &[u8]) -> bool {
     content.iter().all(u8::is_ascii_whitespace) || content.contains(&0)
 }
 
 /// Whether the marker at `path` records a completion (SPEC §5, §8.7, §9.3): a regular file
 /// that is not [corrupt](is_corrupt). A corrupt one means "unknown": the safe action, running
 /// again, is taken with a warning. Anything other than a regular file at the path is an error.
-pub fn is_done(
+pub(crate) fn is_done(
     fs: &crate::host::fs::HostFs,
     path: &std::path::Path,
 ) -> Result<bool, crate::host::fs::HostFsError> {

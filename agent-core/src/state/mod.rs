@@ -1,7 +1,7 @@
 //! Every file the agent keeps on the host: markers, history, results, logs, locks, status.
 
-pub mod flags;
-pub mod history;
+pub(crate) mod flags;
+pub(crate) mod history;
 pub mod interrupt_markers;
 pub mod locks;
 pub mod logs;

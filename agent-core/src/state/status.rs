@@ -160,8 +160,8 @@ pub struct InterruptOperation {
 
 /// Where the operator's layout keeps STATE (`/var/lib/skyhook/<skyhook>`) and LOGS
 /// (`/var/log/skyhook/<skyhook>`).
-pub const OPERATOR_STATE_PARENT: &str = "/var/lib/skyhook";
-pub const OPERATOR_LOG_PARENT: &str = "/var/log/skyhook";
+pub(crate) const OPERATOR_STATE_PARENT: &str = "/var/lib/skyhook";
+pub(crate) const OPERATOR_LOG_PARENT: &str = "/var/log/skyhook";
 
 /// Entries a STATE directory of this agent or its predecessors holds.
 const STATE_ENTRIES: &[&str] = &["flags", "history", "results", "interrupts", "locks"];

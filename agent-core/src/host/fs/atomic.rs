@@ -22,8 +22,8 @@ use super::{
     sync_fd,
 };
 
-/// Whether `name` is a temp file of an atomic write ([`replace_in`]: `.<name>.tmp.<pid>.<random>`,
-/// also a partial package copy) or one of an earlier release ([`is_earlier_temp_name`]).
+/// Whether `name` is a temp file of an atomic write (`replace_in`: `.<name>.tmp.<pid>.<random>`,
+/// also a partial package copy) or one of an earlier release (`is_earlier_temp_name`).
 /// Readers that list directories must skip these.
 pub fn is_temp_name(name: &str) -> bool {
     is_current_temp_name(name) || is_earlier_temp_name(name)
