@@ -21,6 +21,7 @@ use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};
 use crate::package::step::Mode;
 use crate::stage::decide::{self, Arguments, StepPaths, decide_step, join_under};
+use crate::state::history;
 use crate::state::markers::StepMarkers;
 use crate::state::results;
 
@@ -277,13 +278,12 @@ pub fn plan_stage(
 
     let versions = if mode.is_upgrade() {
         let file = rt.history_file(&config.package_name);
-        let history = crate::state::history::inspect(fs, &file)
-            .map_err(state_err("reading the history file"))?;
+        let history = history::inspect(fs, &file).map_err(state_err("reading the history file"))?;
         if let Some(problem) = &history.problem {
             notes.push(format!(
                 "{}: {problem}; the previous version would be {}",
                 file.display(),
-                crate::state::history::UNKNOWN_VERSION
+                history::UNKNOWN_VERSION
             ));
             if history.corrupt {
                 writes.push(PlannedWrite::new(
@@ -310,20 +310,15 @@ pub fn plan_stage(
         let decision = decide_step(fs, mode, step, &markers, rt.always_run_step).map_err(
             state_err(format!("checking the markers of step {:?}", step.path)),
         )?;
-        let mut markers_present = Vec::new();
-        for marker in markers
-            .legacy
-            .iter()
-            .chain(std::iter::once(&markers.native))
-        {
-            if fs.is_file(marker).map_err(state_err(format!(
+        let markers_present = markers
+            .present(fs)
+            .map_err(state_err(format!(
                 "checking the markers of step {:?}",
                 step.path
-            )))? {
-                let name = marker.strip_prefix(&flags_dir).unwrap_or(marker);
-                markers_present.push(display(name));
-            }
-        }
+            )))?
+            .into_iter()
+            .map(|marker| display(marker.strip_prefix(&flags_dir).unwrap_or(marker)))
+            .collect();
 
         // SPEC §8.5: `env:NAME` arguments; upgrade steps get `[previous, current]`.
         let Arguments {

@@ -16,17 +16,17 @@ use crate::state::markers;
 
 /// Marker of a completed interrupt operation, shared with both upstream agents (SPEC §9.3).
 pub fn complete_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.complete")
+    format!("{kind}_{index}.{COMPLETE}")
 }
 
 /// Marker of an after-reboot operation waiting for the boot ID to change (SPEC §9.4).
 pub fn pending_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.pending")
+    format!("{kind}_{index}.{PENDING}")
 }
 
 /// Reboot loop guard counter; upstream agents ignore this file (SPEC §9.6).
 pub fn attempts_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.attempts")
+    format!("{kind}_{index}.{ATTEMPTS}")
 }
 
 /// The content of a completion marker: the UTC time it was written (RFC 3339, nanoseconds).
@@ -52,7 +52,28 @@ pub(crate) fn write_kind_done(
 
 /// `<dir>/<kind>.complete`.
 pub(crate) fn kind_done_path(dir: &Path, kind: &str) -> PathBuf {
-    dir.join(format!("{kind}.complete"))
+    dir.join(format!("{kind}.{COMPLETE}"))
+}
+
+/// The extensions of the files of an interrupt operation, as a directory listing shows them.
+pub const EXTENSIONS: [&str; 3] = [COMPLETE, PENDING, ATTEMPTS];
+/// `<TYPE>_<i>.complete` (or `<TYPE>.complete`).
+pub const COMPLETE: &str = "complete";
+/// `<TYPE>_<i>.pending`.
+pub const PENDING: &str = "pending";
+/// `<TYPE>_<i>.attempts`.
+pub const ATTEMPTS: &str = "attempts";
+
+/// `(stem, extension)` of a name in a marker directory that is one of the files above.
+pub fn split_name(name: &str) -> Option<(&str, &str)> {
+    name.rsplit_once('.')
+        .filter(|(_, ext)| EXTENSIONS.contains(ext))
+}
+
+/// What a completion marker records: its content (trimmed), or `None` when it is corrupt in
+/// the sense of SPEC §5 (the next run does the operation again).
+pub fn parse_complete(bytes: &[u8]) -> Option<String> {
+    (!markers::is_corrupt(bytes)).then(|| String::from_utf8_lossy(bytes).trim().to_owned())
 }
 
 /// What a pending marker says.

@@ -117,6 +117,18 @@ impl StepMarkers {
         }
     }
 
+    /// The markers of this step that exist as regular files (corrupt ones too), legacy first;
+    /// anything else at a marker path is an error.
+    pub fn present(&self, fs: &HostFs) -> Result<Vec<&Path>, HostFsError> {
+        let mut present = Vec::new();
+        for marker in self.legacy.iter().chain(std::iter::once(&self.native)) {
+            if fs.is_file(marker)? {
+                present.push(marker.as_path());
+            }
+        }
+        Ok(present)
+    }
+
     /// Write both markers (the legacy one only when its name fits).
     pub fn write(&self, fs: &HostFs, step: &Step, now: SystemTime) -> Result<(), HostFsError> {
         let contents = marker_contents(&timestamp::rfc3339_nano(now), step.idempotence_disabled);

@@ -37,24 +37,22 @@ pub(super) fn interrupt_status(
         if is_temp_name(&name) {
             continue;
         }
-        let Some((stem, ext)) = name.rsplit_once('.') else {
+        let Some((stem, ext)) = interrupt_markers::split_name(&name) else {
             continue;
         };
-        if !matches!(ext, "complete" | "pending" | "attempts") {
-            continue;
-        }
         stems
             .entry(operation_order(stem))
             .or_default()
             .insert(ext.to_owned());
     }
     // `Err` carries the reason a marker that exists cannot be read.
-    let read = |name: &str,
+    let read = |stem: &str,
+                ext: &str,
                 note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
-     -> Result<Option<String>, String> {
-        let path: PathBuf = dir.join(name);
+     -> Result<Option<Vec<u8>>, String> {
+        let path: PathBuf = dir.join(format!("{stem}.{ext}"));
         match fs.read(&path) {
-            Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned())),
+            Ok(bytes) => Ok(bytes),
             Err(e) => {
                 let reason = chain(&e);
                 note(&format!("interrupt marker {}", path.display()), &reason);
@@ -65,26 +63,29 @@ pub(super) fn interrupt_status(
     let mut operations = Vec::new();
     for ((_, _, stem), exts) in stems {
         let attempts = exts
-            .contains("attempts")
-            .then(|| read(&format!("{stem}.attempts"), note).ok().flatten())
+            .contains(interrupt_markers::ATTEMPTS)
+            .then(|| {
+                read(&stem, interrupt_markers::ATTEMPTS, note)
+                    .ok()
+                    .flatten()
+            })
             .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
             .and_then(|text| interrupt_markers::parse_attempts(&text, boot_id?));
-        let op = if exts.contains("complete") {
-            let (state, detail) = match read(&format!("{stem}.complete"), note) {
+        let op = if exts.contains(interrupt_markers::COMPLETE) {
+            let (state, detail) = match read(&stem, interrupt_markers::COMPLETE, note) {
                 Err(reason) => (
                     "unreadable",
                     format!("the completion marker cannot be read: {reason}"),
                 ),
                 Ok(content) => {
-                    let content = content.unwrap_or_default();
-                    if crate::state::markers::is_corrupt(content.as_bytes()) {
-                        (
+                    match interrupt_markers::parse_complete(&content.unwrap_or_default()) {
+                        Some(time) => ("complete", time),
+                        None => (
                             "unknown",
                             "corrupt completion marker: the next run does the operation again"
                                 .to_owned(),
-                        )
-                    } else {
-                        ("complete", content)
+                        ),
                     }
                 }
             };
@@ -96,26 +97,20 @@ pub(super) fn interrupt_status(
                 attempts: None,
                 loop_guard_refuses: false,
             }
-        } else if exts.contains("pending") {
-            let (state, pending, detail) = match read(&format!("{stem}.pending"), note) {
+        } else if exts.contains(interrupt_markers::PENDING) {
+            let (state, pending, detail) = match read(&stem, interrupt_markers::PENDING, note) {
                 Err(reason) => (
                     "unreadable",
                     None,
                     format!("the pending marker cannot be read: {reason}"),
                 ),
                 Ok(content) => {
-                    let content = content.unwrap_or_default();
-                    let pending = match Pending::parse(content.as_bytes()) {
-                        Pending::BootId(b) => Some(b),
-                        Pending::Malformed(_) => None,
+                    let (pending, text) = match Pending::parse(&content.unwrap_or_default()) {
+                        Pending::BootId(b) => (Some(b), String::new()),
+                        Pending::Malformed(text) => (None, text),
                     };
-                    let detail = pending_words(
-                        pending.as_deref(),
-                        &content,
-                        boot_id,
-                        attempts,
-                        max_attempts,
-                    );
+                    let detail =
+                        pending_words(pending.as_deref(), &text, boot_id, attempts, max_attempts);
                     ("pending", pending, detail)
                 }
             };
