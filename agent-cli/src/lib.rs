@@ -16,18 +16,20 @@ use std::process::ExitCode;
 use std::time::{Instant, SystemTime};
 
 use agent_core::Interrupt;
-use agent_core::compat::banner::{self, Invocation};
 use agent_core::compat::timestamp;
 use agent_core::exec::{self, Output};
+use agent_core::host::banner::{self, Invocation};
+use agent_core::host::boot::read_boot_id;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
+use agent_core::host::identity::ResourceId;
 use agent_core::host::preflight;
 use agent_core::host::runtime::{LogFormat, Runtime};
 use agent_core::interrupt::runner::{self as interrupts, InterruptOutcome, InterruptSettings};
 use agent_core::package::config::PackageConfig;
-use agent_core::package::identity::ResourceId;
 use agent_core::package::step::Mode;
-use agent_core::stage::run::{self as stage, StageContext, join_under};
+use agent_core::stage::decide::join_under;
+use agent_core::stage::run::{self as stage, StageContext};
 use agent_core::state::locks;
 use agent_core::state::results::{self, OperationResult, RunRecord};
 use anyhow::Context as _;
@@ -54,7 +56,7 @@ const EXIT_USAGE: u8 = 2;
 pub fn main(args: Vec<OsString>) -> ExitCode {
     // SPEC §9.5: two kinds with one wire name would make decoding ambiguous, and a kind whose
     // example does not decode back to itself is declared wrong.
-    if let Err(e) = agent_core::plugin::registry::check() {
+    if let Err(e) = agent_core::plugin::codec::check() {
         eprint_out(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }
@@ -209,8 +211,8 @@ fn is_stop(e: &anyhow::Error) -> bool {
             cause.downcast_ref::<stage::StageError>(),
             Some(stage::StageError::Stopped)
         ) || matches!(
-            cause.downcast_ref::<interrupts::InterruptError>(),
-            Some(interrupts::InterruptError::Stopped)
+            cause.downcast_ref::<agent_core::InterruptError>(),
+            Some(agent_core::InterruptError::Stopped)
         )
     })
 }
@@ -300,7 +302,7 @@ fn run_operator(
         let lock = locks::acquire(
             &fs,
             &locks::package_lock_path(&rt.state_dir, &config.package_name),
-            interrupts::read_boot_id(&fs).ok().as_deref(),
+            read_boot_id(&fs).ok().as_deref(),
             &exec.cancel.stop,
         )
         .await?;
@@ -320,30 +322,59 @@ fn run_operator(
         let result = stage::run_stage(&cx, &config, mode, operations)
             .await
             .map_err(anyhow::Error::from);
-        let record = RunRecord {
-            agent_version: version().to_owned(),
-            mode: mode.to_string(),
-            resource_id: rid.id.clone(),
-            package: config.package_name.clone(),
-            version: config.package_version.clone(),
-            started: timestamp::rfc3339_nano(started),
-            finished: timestamp::rfc3339_nano(SystemTime::now()),
-            exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
-            error: result.as_ref().err().map(|e| format!("{e:#}")),
-            operations: std::mem::take(operations),
+        let run = RunIdentity {
+            mode: mode.as_str(),
+            resource_id: &rid.id,
+            package: &config.package_name,
+            version: &config.package_version,
         };
-        save_results(&fs, &rt.state_dir, &record);
-        *operations = record.operations;
+        *operations = save_results(
+            &fs,
+            &rt.state_dir,
+            &run,
+            started,
+            &result,
+            std::mem::take(operations),
+        );
         result
     })
 }
 
-/// SPEC §8.12: the record is a diagnostic; failing to write it is logged, not fatal.
-fn save_results(fs: &HostFs, state_dir: &Path, record: &RunRecord) {
+/// What names a run's results record: `STATE/results/<package>/<version>/<mode>.json`.
+struct RunIdentity<'a> {
+    mode: &'a str,
+    resource_id: &'a str,
+    package: &'a str,
+    version: &'a str,
+}
+
+/// SPEC §8.12: build the run's results record from how it ended and write it. The record is a
+/// diagnostic; failing to write it is logged, not fatal. Gives the operations back.
+fn save_results<T>(
+    fs: &HostFs,
+    state_dir: &Path,
+    run: &RunIdentity<'_>,
+    started: SystemTime,
+    result: &anyhow::Result<T>,
+    operations: Vec<OperationResult>,
+) -> Vec<OperationResult> {
+    let record = RunRecord {
+        agent_version: version().to_owned(),
+        mode: run.mode.to_owned(),
+        resource_id: run.resource_id.to_owned(),
+        package: run.package.to_owned(),
+        version: run.version.to_owned(),
+        started: timestamp::rfc3339_nano(started),
+        finished: timestamp::rfc3339_nano(SystemTime::now()),
+        exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
+        error: result.as_ref().err().map(|e| format!("{e:#}")),
+        operations,
+    };
     let file = results::path(state_dir, &record.package, &record.version, &record.mode);
-    if let Err(e) = results::write(fs, &file, record) {
+    if let Err(e) = results::write(fs, &file, &record) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
+    record.operations
 }
 
 /// SPEC §9: decode INTERRUPT_DATA into a registered kind and run it under the marker protocol.
@@ -370,7 +401,7 @@ async fn run_interrupt(
     let lock = locks::acquire(
         &fs,
         &locks::interrupt_lock_path(&rt.state_dir, &rid.id),
-        interrupts::read_boot_id(&fs).ok().as_deref(),
+        read_boot_id(&fs).ok().as_deref(),
         &exec.cancel.stop,
     )
     .await?;
@@ -389,28 +420,27 @@ async fn run_interrupt(
         copy_dir: copy_dir.to_path_buf(),
         base_env,
         reboot_max_attempts: rt.reboot_max_attempts,
-        reboot_wait: agent_core::interrupt::runner::REBOOT_WAIT,
+        reboot_wait: interrupts::REBOOT_WAIT,
     };
     let type_name = decoded.interrupt.type_name();
     let started = SystemTime::now();
     let state_fs = settings.fs.clone();
-    let (result, _records, operations) =
-        interrupts::run_interrupt_with_results(settings, decoded.interrupt.as_ref()).await;
-    let result = result.with_context(|| format!("interrupt {type_name}"));
-    let record = RunRecord {
-        agent_version: version().to_owned(),
-        mode: "interrupt".to_owned(),
-        resource_id: rid.id.clone(),
-        package: rid.package.clone(),
-        version: rid.version.clone(),
-        started: timestamp::rfc3339_nano(started),
-        finished: timestamp::rfc3339_nano(SystemTime::now()),
-        exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
-        error: result.as_ref().err().map(|e| format!("{e:#}")),
-        operations,
+    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
+    let result = run.result.with_context(|| format!("interrupt {type_name}"));
+    let identity = RunIdentity {
+        mode: "interrupt",
+        resource_id: &rid.id,
+        package: &rid.package,
+        version: &rid.version,
     };
-    save_results(&state_fs, &rt.state_dir, &record);
-    *operations_out = record.operations;
+    *operations_out = save_results(
+        &state_fs,
+        &rt.state_dir,
+        &identity,
+        started,
+        &result,
+        run.results,
+    );
     match result? {
         InterruptOutcome::Completed => Ok(()),
         InterruptOutcome::ShutdownInProgress => {

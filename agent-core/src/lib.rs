@@ -5,15 +5,20 @@
 //! Interrupt kinds plug in through [`Interrupt`]; a plugin crate depends on this crate and
 //! serde only, using the re-exports below. The layers, bottom up (docs/architecture.md):
 //!
-//! - [`compat`]: byte formats the upstream agents defined (Python repr, Go JSON, timestamps,
-//!   the banner).
-//! - [`host`]: the host root as a rooted filesystem, the run's environment, pre-flight.
+//! - [`compat`]: byte formats the upstream agents defined (Python repr, Go JSON, timestamps).
+//! - [`host`]: the host root as a rooted filesystem (one atomic write, one temp-name scheme),
+//!   the run's environment (variables, resource ID, boot ID, the banner), pre-flight.
 //! - [`exec`]: running one process tree: spawn, relay, timeouts, signals.
-//! - [`package`]: the package model: config.json, steps, identity, validation.
+//! - [`package`]: the package model: config.json, steps, validation.
 //! - [`state`]: every file the agent keeps on the host, one owner per format.
-//! - [`plugin`]: the contract interrupt kinds implement, and their registry.
-//! - [`stage`]: one stage run (decide, execute, record) and its plan.
-//! - [`interrupt`](mod@interrupt): one interrupt run: operations, markers, the reboot protocol.
+//! - [`plugin`]: the contract interrupt kinds implement (with the [`InterruptContext`] they run
+//!   in), its wire codec, and the registry.
+//! - [`stage`]: one stage run (decide, execute, record) and its plan, from the same decisions.
+//! - [`interrupt`](mod@interrupt): one interrupt run (operations, markers, the reboot protocol)
+//!   and its dry run, from the same decisions.
+//!
+//! A layer imports only the layers listed before it; `stage` and `interrupt` come last (the
+//! interrupt plan borrows the stage plan's vocabulary; `stage` never imports `interrupt`).
 
 pub mod compat;
 pub mod exec;
@@ -25,7 +30,7 @@ pub mod stage;
 pub mod state;
 
 #[cfg(any(test, feature = "testing"))]
-pub use plugin::testing;
+pub use interrupt::testing;
 pub use plugin::validate;
 
 // The paths `#[interrupt]` emits (`::agent_core::...`) also resolve inside this crate.

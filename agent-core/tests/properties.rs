@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_core::compat::{pyrepr, timestamp};
 use agent_core::host::fs::HostFs;
+use agent_core::host::identity::ResourceId;
 use agent_core::package::config::PackageConfig;
-use agent_core::package::identity::ResourceId;
 use agent_core::package::step::{Mode, Step};
 use agent_core::plugin::contract::{DecodeError, MAX_PAYLOAD_BYTES};
 use agent_core::state::logs;

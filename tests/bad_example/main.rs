@@ -31,8 +31,7 @@ const MESSAGE: &str = r#"interrupt kind "retry_restart" (module bad_example::bro
 
 #[test]
 fn the_self_check_names_the_kind_and_its_module() {
-    let err =
-        agent_core::plugin::registry::check().expect_err("the broken example must be reported");
+    let err = agent_core::plugin::codec::check().expect_err("the broken example must be reported");
     assert_eq!(err.to_string(), MESSAGE);
 }
 

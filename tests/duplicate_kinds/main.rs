@@ -38,9 +38,7 @@ fn check_unique_names_both_modules_of_a_duplicate_type() {
     assert_eq!(err.type_name, "no_op");
     assert_eq!(err.to_string(), MESSAGE);
     assert_eq!(
-        agent_core::plugin::registry::check()
-            .unwrap_err()
-            .to_string(),
+        agent_core::plugin::codec::check().unwrap_err().to_string(),
         MESSAGE
     );
 }

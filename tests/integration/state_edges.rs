@@ -422,6 +422,41 @@ fn stale_temp_files_of_the_resolv_conf_copy_are_cleaned() {
     );
 }
 
+/// The pre-flight copies of earlier releases named their temp files `.skyhook-tmp-<pid>-<n>`
+/// and their partial package copies `.skyhook-partial-<pid>-<n>/`: one temp-name scheme means
+/// the state cleanup knows them too, files and directories alike (SPEC §5).
+#[test]
+fn stale_pre_flight_temp_names_are_cleaned_in_state_directories() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.stage("apply").assert_success();
+    let stale_file = format!("{FLAGS}/.skyhook-tmp-4242-0");
+    let stale_dir = format!("{PKG_FLAGS}/.skyhook-partial-4242-1");
+    host.write(&stale_file, "half");
+    age(&host, &stale_file);
+    host.write(&format!("{stale_dir}/config.json"), "{}");
+    age(&host, &format!("{stale_dir}/config.json"));
+    fs::File::open(host.path(&stale_dir))
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let young = format!("{FLAGS}/.skyhook-tmp-4243-0");
+    host.write(&young, "a live writer's");
+    host.stage("apply").assert_success();
+    assert!(
+        !host.exists(&stale_file),
+        "{stale_file} survived the next run"
+    );
+    assert!(
+        !host.exists(&stale_dir),
+        "{stale_dir} survived the next run"
+    );
+    assert!(
+        host.exists(&young),
+        "a young temp file may belong to a live writer"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // §9.6: an attempt counts only once `reboot` was spawned
 // ---------------------------------------------------------------------------------------------

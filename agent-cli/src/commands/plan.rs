@@ -12,10 +12,9 @@ use agent_core::exec::Output;
 use agent_core::host::fs::HostFs;
 use agent_core::host::preflight;
 use agent_core::host::runtime::Runtime;
+use agent_core::interrupt::plan::{InterruptPlan, plan_interrupt};
 use agent_core::package::step::Mode;
-use agent_core::stage::plan::{
-    self, InterruptPlan, OverlayDiff, PlannedAction, PlannedWrite, StagePlan,
-};
+use agent_core::stage::plan::{self, OverlayDiff, PlannedAction, PlannedWrite, StagePlan};
 use anyhow::Context as _;
 
 use super::interrupts::Format;
@@ -199,7 +198,7 @@ fn interrupt(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let p = tokio.block_on(plan::plan_interrupt(
+    let p = tokio.block_on(plan_interrupt(
         &fs,
         rt,
         rid,

@@ -2,8 +2,8 @@
 //! removing its completion state, after showing what it would remove (SPEC §1.4, ext).
 //!
 //! Every path comes from the module that owns it: step markers from
-//! [`StepMarkers`](agent_core::stage::run::StepMarkers), interrupt markers from
-//! [`agent_core::state::markers`], locks from [`agent_core::state::locks`], the record from
+//! [`StepMarkers`](agent_core::state::markers::StepMarkers), interrupt markers from
+//! [`agent_core::state::interrupt_markers`], locks from [`agent_core::state::locks`], the record from
 //! [`agent_core::state::results`].
 
 use std::fmt::Write as _;
@@ -13,15 +13,16 @@ use std::time::SystemTime;
 
 use agent_core::compat::timestamp;
 use agent_core::exec::Output;
+use agent_core::host::boot::read_boot_id;
 use agent_core::host::fs::{HostFs, is_temp_name};
+use agent_core::host::identity::ResourceId;
 use agent_core::host::runtime::Runtime;
-use agent_core::interrupt::runner as interrupts;
 use agent_core::package::config::PackageConfig;
-use agent_core::package::identity::ResourceId;
 use agent_core::package::step::Mode;
-use agent_core::stage::run::{StepMarkers, join_under};
+use agent_core::stage::decide::join_under;
+use agent_core::state::interrupt_markers;
 use agent_core::state::locks::{self, Holder, TryLock};
-use agent_core::state::markers;
+use agent_core::state::markers::StepMarkers;
 use agent_core::state::results::{self, OperationResult, RunRecord};
 use agent_core::state::status::{self, RESET_MODE};
 use serde::Serialize;
@@ -183,7 +184,7 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     };
 
     // Refuse while an agent works on it; with --yes hold the lock until the record is written.
-    let boot_id = interrupts::read_boot_id(&fs).ok();
+    let boot_id = read_boot_id(&fs).ok();
     let mut held = Vec::new();
     for lock in unique(targets.iter().map(|t| t.lock.clone())) {
         let busy = if args.yes {
@@ -386,9 +387,9 @@ fn interrupt_targets(
                 ))
             })?;
         for name in [
-            markers::interrupt_complete_name(kind, index),
-            markers::interrupt_pending_name(kind, index),
-            markers::interrupt_attempts_name(kind, index),
+            interrupt_markers::complete_name(kind, index),
+            interrupt_markers::pending_name(kind, index),
+            interrupt_markers::attempts_name(kind, index),
         ] {
             let path = dir.join(name);
             if present(fs, &path)? {

@@ -13,7 +13,7 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 ///
 /// Takes bytes because Go strings may hold invalid UTF-8: Go replaces each byte that does not
 /// start a valid sequence with `\ufffd` and resumes at the next byte.
-pub fn write_string(out: &mut String, s: &[u8]) {
+pub(crate) fn write_string(out: &mut String, s: &[u8]) {
     out.push('"');
     for chunk in s.utf8_chunks() {
         for c in chunk.valid().chars() {
@@ -29,7 +29,7 @@ pub fn write_string(out: &mut String, s: &[u8]) {
 }
 
 /// [`write_string`] for text already known to be UTF-8.
-pub fn write_str(out: &mut String, s: &str) {
+pub(crate) fn write_str(out: &mut String, s: &str) {
     write_string(out, s.as_bytes());
 }
 
@@ -59,7 +59,7 @@ fn write_char(out: &mut String, c: char) {
 ///
 /// The Go agent turns missing arguments and env into `[]` and `{}` before hashing, never `null`,
 /// so empty slices and maps are written that way here too.
-pub fn step_fingerprint(
+pub(crate) fn step_fingerprint(
     path: &str,
     arguments: &[String],
     returncodes: &[i64],

@@ -1,6 +1,5 @@
-//! Byte formats the upstream agents defined: Python repr, Go JSON, timestamps, the banner.
+//! Byte formats the upstream agents defined: Python repr, Go JSON, timestamps.
 
-pub mod banner;
-pub mod gojson;
+pub(crate) mod gojson;
 pub mod pyrepr;
 pub mod timestamp;

@@ -46,7 +46,7 @@ pub fn log_stamp(t: SystemTime) -> String {
 /// The stamp [`parse_log_stamp`] read `unix_nanos` from, in the new format or (`legacy`) the
 /// legacy one: both formats are fixed-width and name every field, so parsing and formatting
 /// are inverse (property-tested below). `None` outside the years a stamp can hold.
-pub fn format_log_stamp(unix_nanos: i128, legacy: bool) -> Option<String> {
+pub(crate) fn format_log_stamp(unix_nanos: i128, legacy: bool) -> Option<String> {
     let utc = OffsetDateTime::from_unix_timestamp_nanos(unix_nanos).ok()?;
     utc.format(if legacy { LEGACY_LOG_STAMP } else { LOG_STAMP })
         .ok()

@@ -7,16 +7,12 @@
 //! component at a time with `openat(O_DIRECTORY | O_NOFOLLOW)`, so a link anywhere below ROOT
 //! is seen and refused, and a component swapped between a check and a use cannot redirect us.
 
-use std::collections::hash_map::RandomState;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{self, AtFlags, OFlag};
@@ -168,19 +164,14 @@ impl HostFs {
             Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
         }
 
-        let (temp_name, file) = create_temp(&dir, &target)?;
-        let written = write_and_sync(file, contents, &target.host).and_then(|()| {
-            fcntl::renameat(&dir, temp_name.as_os_str(), &dir, target.name.as_os_str())
-                .map_err(|errno| io_error("replacing", &target.host, errno))
-        });
-        if let Err(err) = written {
-            // The target was never touched; only our temp file has to go.
-            let _ = unistd::unlinkat(&dir, temp_name.as_os_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(err);
-        }
-        // If only this fsync fails the new content is already in place; the error still
-        // reaches the caller because the replacement may not survive a crash.
-        sync_fd(&dir, &target.dir)
+        replace_in(
+            &dir,
+            &target.dir,
+            &target.name,
+            FILE_MODE,
+            DirSync::Required,
+            |file| file.write_all(contents),
+        )
     }
 
     /// Read a state file: `Ok(None)` if it does not exist; `SymbolicLink` / `NotARegularFile`
@@ -419,55 +410,15 @@ impl HostFs {
     /// [`HostFs::clean_stale_temps`] with an explicit minimum age (`Duration::ZERO` removes
     /// every temp file). Failures are logged at debug level and skipped.
     pub fn clean_temps_older_than(&self, dir: &Path, min_age: Duration) -> usize {
-        let names = match self.list_dir(dir) {
-            Ok(names) => names,
+        let opened = Self::clean(dir).and_then(|dir| self.walk_existing(&dir));
+        match opened {
+            Ok(Some(fd)) => remove_stale_temps(&fd, dir, is_temp_name, min_age),
+            Ok(None) => 0,
             Err(err) => {
                 tracing::debug!(dir = %dir.display(), error = %crate::host::errors::Chain(&err), "cannot list directory for stale temp files");
-                return 0;
-            }
-        };
-        let now = SystemTime::now();
-        let mut removed = 0;
-        for name in names.iter().filter(|name| is_temp_name(name)) {
-            let path = dir.join(name);
-            match self.modified(&path) {
-                Ok(Some(modified))
-                    if now.duration_since(modified).unwrap_or_default() >= min_age => {}
-                Ok(_) => continue,
-                Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %crate::host::errors::Chain(&err), "cannot inspect temp file");
-                    continue;
-                }
-            }
-            match self.remove_file(&path) {
-                Ok(true) => removed += 1,
-                Ok(false) => {}
-                Err(err) => {
-                    tracing::debug!(file = %path.display(), error = %crate::host::errors::Chain(&err), "cannot remove stale temp file");
-                }
+                0
             }
         }
-        removed
-    }
-
-    /// Modification time of a regular file, `None` if it is absent.
-    fn modified(&self, host_path: &Path) -> Result<Option<SystemTime>, HostFsError> {
-        let target = Self::split(host_path)?;
-        let Some(dir) = self.walk_existing(&target.dir)? else {
-            return Ok(None);
-        };
-        let stat = match stat::fstatat(&dir, target.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-        {
-            Ok(stat) => stat,
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(errno) => return Err(io_error("inspecting", &target.host, errno)),
-        };
-        if kind_of(stat.st_mode) != Kind::File {
-            return Err(not_a_regular_file(&target.host));
-        }
-        let secs = u64::try_from(stat.st_mtime).unwrap_or(0);
-        let nanos = u32::try_from(stat.st_mtime_nsec).unwrap_or(0);
-        Ok(Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos)))
     }
 
     /// Clean `host_path` and split it into parent and final name. `/` has no name: it is a
@@ -529,36 +480,6 @@ impl HostFs {
     }
 }
 
-/// Whether `name` is a temp file of [`HostFs::write_atomic`] (`.<name>.tmp.<pid>.<random>`).
-/// Readers that list directories must skip these.
-pub fn is_temp_name(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.') else {
-        return false;
-    };
-    let Some(infix) = rest.rfind(TEMP_INFIX) else {
-        return false;
-    };
-    let Some((pid, random)) = rest[infix + TEMP_INFIX.len()..].split_once('.') else {
-        return false;
-    };
-    !pid.is_empty()
-        && pid.bytes().all(|b| b.is_ascii_digit())
-        && !random.is_empty()
-        && random.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Whether `name` is a temp file of [`HostFs::write_atomic`] (or a pre-flight copy) for
-/// `target`: the target part may be shortened to fit `NAME_MAX` (see [`temp_name`]).
-pub(crate) fn is_temp_name_of(name: &str, target: &str) -> bool {
-    if !is_temp_name(name) {
-        return false;
-    }
-    let infix = name.rfind(TEMP_INFIX).expect("a temp name has the infix");
-    let shown = &name[1..infix];
-    // A shortened target leaves the whole name within a UTF-8 character (3 bytes) of NAME_MAX.
-    shown == target || (target.starts_with(shown) && name.len() + 3 >= NAME_MAX)
-}
-
 /// Open the directory `name` inside `parent` without following a link; `None` if absent.
 fn open_dir_at(
     parent: &OwnedFd,
@@ -599,72 +520,6 @@ fn make_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, H
         sync_fd(parent, parent_host)?;
     }
     Ok(fd)
-}
-
-/// Create the temp file for `target` in `dir`: `.<name>.tmp.<pid>.<random>`, 0600, never an
-/// existing entry.
-fn create_temp(dir: &OwnedFd, target: &Target) -> Result<(OsString, File), HostFsError> {
-    let flags =
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    loop {
-        let name = temp_name(&target.name);
-        match fcntl::openat(
-            dir,
-            name.as_os_str(),
-            flags,
-            Mode::from_bits_truncate(FILE_MODE),
-        ) {
-            Ok(fd) => {
-                if let Err(err) = set_mode(&fd, FILE_MODE, &target.host) {
-                    let _ = unistd::unlinkat(dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir);
-                    return Err(err);
-                }
-                return Ok((name, File::from(fd)));
-            }
-            Err(Errno::EEXIST) => {}
-            Err(errno) => return Err(io_error("creating temporary file for", &target.host, errno)),
-        }
-    }
-}
-
-/// `.<name>.tmp.<pid>.<random>`, with `<name>` shortened so the whole stays within
-/// `NAME_MAX`: legacy marker names may themselves be close to 255 bytes (SPEC §8.7).
-pub(crate) fn temp_name(target: &OsStr) -> OsString {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
-    hasher.write_u128(nanos);
-    let suffix = format!(
-        "{TEMP_INFIX}{}.{:016x}",
-        std::process::id(),
-        hasher.finish()
-    );
-
-    let budget = NAME_MAX - 1 - suffix.len();
-    let bytes = target.as_bytes();
-    let mut keep = bytes.len().min(budget);
-    // Cut on a character boundary so the temp name stays UTF-8 and `list_dir` (hence
-    // `clean_stale_temps`) can still see it.
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        while !text.is_char_boundary(keep) {
-            keep -= 1;
-        }
-    }
-    let mut name = OsString::from(".");
-    name.push(OsStr::from_bytes(&bytes[..keep]));
-    name.push(suffix);
-    name
-}
-
-fn write_and_sync(mut file: File, contents: &[u8], host: &Path) -> Result<(), HostFsError> {
-    file.write_all(contents)
-        .map_err(|source| io_source("writing", host, source))?;
-    file.sync_all()
-        .map_err(|source| io_source("syncing", host, source))
 }
 
 /// The type of `name` in `dir`, without following a link; `None` if absent.
@@ -723,6 +578,13 @@ fn io_source(op: &'static str, host: &Path, source: std::io::Error) -> HostFsErr
         source,
     }
 }
+
+mod atomic;
+
+pub use atomic::is_temp_name;
+pub(crate) use atomic::{
+    DirSync, is_earlier_temp_name, is_temp_name_of, remove_stale_temps, replace_in, temp_name,
+};
 
 #[cfg(test)]
 mod tests;

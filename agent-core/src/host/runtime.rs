@@ -30,7 +30,7 @@ pub struct Runtime {
     pub write_logs: bool,
     /// Printed raw in the banner; no effect (SPEC §2).
     pub buffer_limit: String,
-    /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::package::identity`].
+    /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::host::identity`].
     pub resource_id: String,
     pub data_dir: PathBuf,
     /// STATE, host-absolute and cleaned (ROOT not included).
@@ -47,11 +47,11 @@ pub struct Runtime {
     pub warnings: Vec<String>,
 }
 
-pub const DEFAULT_DATA_DIR: &str = "/skyhook-package";
-pub const DEFAULT_STATE_DIR: &str = "/etc/skyhook";
-pub const DEFAULT_LOG_DIR: &str = "/var/log/skyhook";
-pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(20);
-pub const DEFAULT_REBOOT_MAX_ATTEMPTS: u32 = 3;
+pub(crate) const DEFAULT_DATA_DIR: &str = "/skyhook-package";
+pub(crate) const DEFAULT_STATE_DIR: &str = "/etc/skyhook";
+pub(crate) const DEFAULT_LOG_DIR: &str = "/var/log/skyhook";
+pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_REBOOT_MAX_ATTEMPTS: u32 = 3;
 
 impl Runtime {
     /// Read the process environment.
@@ -238,6 +238,13 @@ fn seconds(
             }
         },
     }
+}
+
+/// A timeout as configured (`1`, `0.5`), for `timed out after Ns`.
+pub(crate) fn format_seconds(timeout: Option<Duration>) -> String {
+    let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
+    let text = format!("{secs:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 #[cfg(test)]

@@ -1,3 +1,11 @@
-//! One interrupt run: the context kinds run in, operation markers, the reboot protocol.
+//! One interrupt run: the operations a kind hands its context, their markers, the reboot
+//! protocol, and the dry run behind `agent plan interrupt`.
+//!
+//! [`runner`] runs, [`plan`] describes; both act on the one decision in `decide`.
 
+mod decide;
+pub mod plan;
+mod reboot;
 pub mod runner;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -1,95 +1,26 @@
-//! Running an interrupt (SPEC §9.3–§9.6): per-operation markers, resume, the after-reboot
-//! boot-ID protocol and its loop guard, echo and logs. Kinds reach all of it through
+//! Running an interrupt (SPEC §9.3–§9.6): per-operation markers, resume, echo and logs; the
+//! after-reboot protocol is in `reboot`. Kinds reach all of it through
 //! [`InterruptContext::operation`]; nothing here knows a kind by name.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use tracing::{debug, info, warn};
 
-use crate::compat::timestamp;
-use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Termination};
-use crate::host::fs::{HostFs, HostFsError};
-use crate::plugin::contract::{BoxError, Command, CompletionPolicy, DecodeError, Interrupt};
+use crate::exec::{self, FirstSignal, ProcessSpec, Termination};
+use crate::host::errors::state_err;
+use crate::host::fs::HostFs;
+use crate::host::runtime::format_seconds;
+use crate::interrupt::decide::{self, Start};
+pub use crate::plugin::contract::REBOOT_WAIT;
+use crate::plugin::contract::{
+    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations,
+};
+use crate::state::interrupt_markers::{self, OperationMarkers};
 use crate::state::logs::{OperationLog, RunLogs};
-use crate::state::markers;
 use crate::state::results::OperationResult;
-
-/// After a reboot command exited 0, how long the agent waits for the shutdown to stop it.
-pub const REBOOT_WAIT: Duration = Duration::from_secs(10);
-
-/// Why an interrupt failed.
-#[derive(Debug, thiserror::Error)]
-pub enum InterruptError {
-    #[error("{command}: {termination}")]
-    CommandFailed {
-        command: String,
-        termination: Termination,
-    },
-    #[error("{command}: timed out after {seconds}s")]
-    TimedOut { command: String, seconds: String },
-    #[error("reboot was enqueued but the host did not restart within {}s", REBOOT_WAIT.as_secs())]
-    RebootNotObserved,
-    /// The loop guard (SPEC §9.6); the message says where the count is and how to reset it.
-    #[error(
-        "reboot requested {count} times but the host never restarted; refusing to reboot again \
-         (loop guard: SKYHOOK_REBOOT_MAX_ATTEMPTS={max}, counted in {attempts_file}). Find out \
-         why the host does not restart, then allow new attempts with `agent reset {root} \
-         --interrupt {resource_id} --yes` (or remove {attempts_file}), or raise \
-         SKYHOOK_REBOOT_MAX_ATTEMPTS"
-    )]
-    RebootLoop {
-        count: u32,
-        max: u32,
-        /// Host path of the attempts file.
-        attempts_file: String,
-        root: String,
-        resource_id: String,
-    },
-    #[error("reading the host boot ID from {path}: {reason}")]
-    BootId { path: String, reason: String },
-    #[error("agent stopped after receiving a termination signal")]
-    Stopped,
-    #[error("{command}")]
-    Exec {
-        command: String,
-        #[source]
-        source: ExecError,
-    },
-    #[error("{context}")]
-    State {
-        context: String,
-        #[source]
-        source: HostFsError,
-    },
-    /// The payload failed the kind's [`InterruptKind::validate`](crate::InterruptKind::validate).
-    /// The kind's error is part of the message and kept as it is in `error`.
-    #[error("invalid {type_name} interrupt: {error}")]
-    Invalid {
-        type_name: &'static str,
-        error: BoxError,
-    },
-    /// The payload could not be decoded (the operator path decodes before it runs).
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-    /// A kind's own failure (e.g. a precondition it checks itself), with its source.
-    #[error(transparent)]
-    Kind(BoxError),
-}
-
-impl InterruptError {
-    /// A kind's own failure: `InterruptError::kind("no node to drain")`, or any error.
-    pub fn kind(error: impl Into<BoxError>) -> Self {
-        Self::Kind(error.into())
-    }
-}
-
-fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> InterruptError {
-    let context = context.into();
-    move |source| InterruptError::State { context, source }
-}
 
 /// Settings of one interrupt run.
 #[derive(Debug, Clone)]
@@ -109,6 +40,34 @@ pub struct InterruptSettings {
     pub reboot_wait: Duration,
 }
 
+impl InterruptSettings {
+    /// The files of operation `index` of kind `type_name`.
+    pub(crate) fn markers(&self, type_name: &str, index: usize) -> OperationMarkers {
+        OperationMarkers::new(&self.markers_dir, type_name, index)
+    }
+
+    /// `NODE_NAME` from the agent's environment, else the host's hostname.
+    pub(crate) fn node_name(&self) -> Option<String> {
+        if let Some((_, v)) = self.base_env.iter().find(|(k, _)| k == "NODE_NAME") {
+            let v = v.to_string_lossy().trim().to_owned();
+            if !v.is_empty() {
+                return Some(v);
+            }
+        }
+        let host = self.fs.resolve(Path::new("/etc/hostname")).ok()?;
+        let name = std::fs::read_to_string(host).ok()?.trim().to_owned();
+        (!name.is_empty()).then_some(name)
+    }
+
+    /// The timeout that applies to `command`: the shorter of its own and the agent's.
+    pub(crate) fn timeout_of(&self, command: &Command) -> Option<Duration> {
+        match (command.timeout, self.exec.timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// What one operation did, for the caller's summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OperationRecord {
@@ -124,243 +83,75 @@ pub enum OperationRecord {
     },
 }
 
-/// The core's side of an interrupt run, handed to [`InterruptKind::run`](crate::InterruptKind::run).
+/// How an interrupt run ended, when it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterruptOutcome {
+    Completed,
+    /// An after-reboot operation saw the shutdown it asked for.
+    ShutdownInProgress,
+}
+
+/// What an interrupt run returns: how it ended, and what each operation did.
 #[derive(Debug)]
-pub struct InterruptContext {
-    settings: InterruptSettings,
-    type_name: &'static str,
+pub struct InterruptRun {
+    pub result: Result<InterruptOutcome, InterruptError>,
+    /// What each operation did, in order.
+    pub records: Vec<OperationRecord>,
+    /// The same operations as the results record shows them (SPEC §8.12).
+    pub results: Vec<OperationResult>,
+}
+
+/// The real run behind an [`InterruptContext`].
+#[derive(Debug)]
+pub(crate) struct Run {
+    pub(crate) settings: InterruptSettings,
+    pub(crate) type_name: &'static str,
+    /// Everything that changes while the kind runs. The kind awaits one operation at a time,
+    /// so one lock serves it all; it is never held across an `.await`.
+    state: Mutex<RunState>,
+}
+
+#[derive(Debug)]
+struct RunState {
     /// The invocation's one log, once an operation opened it.
-    log: Mutex<Option<OperationLog>>,
-    logs: Mutex<RunLogs>,
-    records: Mutex<Vec<OperationRecord>>,
-    results: Mutex<Vec<OperationResult>>,
-    shutdown_in_progress: Mutex<bool>,
-    /// `Some` for a dry run ([`plan_interrupt`]): operations are recorded here instead of run.
-    dry_run: Option<Mutex<DryRun>>,
+    log: Option<OperationLog>,
+    logs: RunLogs,
+    /// What each operation did: one entry per operation, for the summary and the record.
+    done: Vec<(OperationRecord, OperationResult)>,
+    shutdown_in_progress: bool,
 }
 
-/// What a dry run of one operation found (`agent plan interrupt`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PlannedOperation {
-    /// `<TYPE>_<i>`, or `<TYPE>` for a kind that only records completion.
-    pub operation: String,
-    /// The command line as the agent would echo it; `None` when no command runs.
-    pub command: Option<String>,
-    pub policy: Option<CompletionPolicy>,
-    pub action: PlannedAction,
-    pub reason: String,
-}
-
-/// What a real run would do with one operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PlannedAction {
-    /// The command would run.
-    Run,
-    /// Nothing would run: the operation is complete (or completes from its pending marker).
-    Skip,
-    /// No command; only the completion marker would be written.
-    Record,
-    /// The run would fail here without running the command.
-    Fail,
-    /// An earlier operation ends the run first.
-    NotReached,
-}
-
-impl PlannedAction {
-    /// `run`, `skip`, `record`, `fail`, `not-reached`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PlannedAction::Run => "run",
-            PlannedAction::Skip => "skip",
-            PlannedAction::Record => "record",
-            PlannedAction::Fail => "fail",
-            PlannedAction::NotReached => "not-reached",
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct DryRun {
-    planned: Vec<PlannedOperation>,
-    /// Why later operations would not start (a reboot, a failure).
-    stopped: Option<String>,
-}
-
-impl InterruptContext {
-    pub fn new(settings: InterruptSettings, type_name: &'static str) -> Self {
+impl Run {
+    pub(crate) fn new(settings: InterruptSettings, type_name: &'static str) -> Self {
         let logs = interrupt_logs(&settings, type_name);
         Self {
             settings,
             type_name,
-            log: Mutex::new(None),
-            logs: Mutex::new(logs),
-            records: Mutex::new(Vec::new()),
-            results: Mutex::new(Vec::new()),
-            shutdown_in_progress: Mutex::new(false),
-            dry_run: None,
+            state: Mutex::new(RunState {
+                log: None,
+                logs,
+                done: Vec::new(),
+                shutdown_in_progress: false,
+            }),
         }
     }
 
-    /// A context that runs nothing and writes nothing: every operation the kind hands it is
-    /// judged against the markers as a real run would judge it, recorded, and reported as
-    /// successful to the kind. See [`plan_interrupt`].
-    pub fn dry_run(settings: InterruptSettings, type_name: &'static str) -> Self {
-        Self {
-            dry_run: Some(Mutex::new(DryRun::default())),
-            ..Self::new(settings, type_name)
-        }
+    fn state(&self) -> std::sync::MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What a dry run recorded, in order (empty for a real run).
-    pub fn planned(&self) -> Vec<PlannedOperation> {
-        self.dry_run
-            .as_ref()
-            .map(|d| d.lock().expect("lock").planned.clone())
-            .unwrap_or_default()
+    pub(crate) fn push(&self, record: OperationRecord, result: OperationResult) {
+        self.state().done.push((record, result));
     }
 
-    /// The node's name as the kubelet knows it, for kinds that talk to the API server:
-    /// `NODE_NAME` from the agent's environment, else the host's hostname.
-    pub fn node_name(&self) -> Option<String> {
-        if let Some((_, v)) = self
-            .settings
-            .base_env
-            .iter()
-            .find(|(k, _)| k == "NODE_NAME")
-        {
-            let v = v.to_string_lossy().trim().to_owned();
-            if !v.is_empty() {
-                return Some(v);
-            }
-        }
-        let host = self.settings.fs.resolve(Path::new("/etc/hostname")).ok()?;
-        let name = std::fs::read_to_string(host).ok()?.trim().to_owned();
-        (!name.is_empty()).then_some(name)
-    }
-
-    /// Mark a kind that runs no command as done (`<TYPE>.complete`, no index: the name the
-    /// upstream agents use for `no_op`).
-    pub fn mark_done(&self) -> Result<(), InterruptError> {
-        let marker = self
-            .settings
-            .markers_dir
-            .join(format!("{}.complete", self.type_name));
-        if let Some(dry) = &self.dry_run {
-            let mut dry = dry.lock().expect("lock");
-            let (action, reason) = match &dry.stopped {
-                Some(why) => (PlannedAction::NotReached, why.clone()),
-                None => (
-                    PlannedAction::Record,
-                    format!("no command; {} would be written", marker.display()),
-                ),
-            };
-            dry.planned.push(PlannedOperation {
-                operation: self.type_name.to_owned(),
-                command: None,
-                policy: None,
-                action,
-                reason,
-            });
-            return Ok(());
-        }
-        self.settings
-            .fs
-            .write_atomic(&marker, now_stamp().as_bytes())
-            .map_err(state_err(format!("writing {}", marker.display())))?;
-        Ok(())
-    }
-
-    /// Operation `index` of this interrupt: skipped if already complete, else `command` runs
-    /// chrooted into the host under `policy`, and its marker is written once it counts as
-    /// complete.
-    ///
-    /// # Errors
-    /// The command failed, the agent was stopped, or host state could not be read or written.
-    pub async fn operation(
-        &self,
-        index: usize,
-        policy: CompletionPolicy,
-        command: Command,
-    ) -> Result<(), InterruptError> {
-        if let Some(dry) = &self.dry_run {
-            return self.plan_operation(dry, index, policy, &command);
-        }
-        let s = &self.settings;
-        let complete_name = markers::interrupt_complete_name(self.type_name, index);
-        let complete = s.markers_dir.join(&complete_name);
-        let done = markers::is_done(&s.fs, &complete)
-            .map_err(state_err(format!("checking {}", complete.display())))?;
-        debug!(
-            operation = %format!("{}_{index}", self.type_name),
-            decision = if done { "skip" } else { "run" },
-            reason = if done { "completion marker present" } else { "no completion marker" },
-            marker = %complete.display(),
-            "operation decision"
-        );
-        if done {
-            s.exec.output.print(&format!(
-                "Skipping interrupt {}_{index} because it was already run for {}\n",
-                self.type_name, s.resource_id
-            ));
-            self.result(OperationResult::skipped(
-                format!("{}_{index}", self.type_name),
-                "completion marker present",
-            ));
-            self.record(OperationRecord::Skipped {
-                marker: complete_name,
-            });
-            return Ok(());
-        }
-        if s.exec.cancel.is_stopping() || self.shutdown_in_progress() {
-            return Err(InterruptError::Stopped);
-        }
-        match policy {
-            CompletionPolicy::OnSuccess => self.run_on_success(&complete, command).await,
-            CompletionPolicy::AfterReboot => self.run_after_reboot(index, &complete, command).await,
-        }
-    }
-
-    /// Whether operation `index` is already complete (so a kind can skip preconditions of a
-    /// command that will not run again).
-    ///
-    /// # Errors
-    /// Something other than a regular file is at the marker path.
-    pub fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
-        let marker = self
-            .settings
-            .markers_dir
-            .join(markers::interrupt_complete_name(self.type_name, index));
-        markers::is_done(&self.settings.fs, &marker)
-            .map_err(state_err(format!("checking {}", marker.display())))
-    }
-
-    /// True once an after-reboot operation saw the shutdown it asked for.
-    pub fn shutdown_in_progress(&self) -> bool {
-        *self.shutdown_in_progress.lock().expect("lock")
-    }
-
-    /// What each operation did, in order.
-    pub fn records(&self) -> Vec<OperationRecord> {
-        self.records.lock().expect("lock").clone()
-    }
-
-    fn record(&self, r: OperationRecord) {
-        self.records.lock().expect("lock").push(r);
-    }
-
-    fn result(&self, r: OperationResult) {
-        self.results.lock().expect("lock").push(r);
-    }
-
-    /// What each operation did, for the results record (SPEC §8.12).
-    pub fn results(&self) -> Vec<OperationResult> {
-        self.results.lock().expect("lock").clone()
+    /// The after-reboot operation saw the shutdown it asked for.
+    pub(crate) fn shutdown(&self) {
+        self.state().shutdown_in_progress = true;
     }
 
     async fn run_on_success(
         &self,
-        complete: &Path,
+        markers: &OperationMarkers,
         command: Command,
     ) -> Result<(), InterruptError> {
         let text = command.to_string();
@@ -374,15 +165,14 @@ impl InterruptContext {
         if outcome.timed_out {
             return Err(InterruptError::TimedOut {
                 command: text,
-                seconds: format_seconds(self.timeout_of(&command)),
+                seconds: format_seconds(self.settings.timeout_of(&command)),
             });
         }
         let succeeded = outcome.termination == Termination::Exited(0);
         if succeeded {
-            self.settings
-                .fs
-                .write_atomic(complete, now_stamp().as_bytes())
-                .map_err(state_err(format!("writing {}", complete.display())))?;
+            markers
+                .write_complete(&self.settings.fs, SystemTime::now())
+                .map_err(state_err(format!("writing {}", markers.complete.display())))?;
         }
         // SPEC §10: a command stopped by the agent's own termination signal was judged above;
         // the run ends with the stop, whatever the command's result.
@@ -401,164 +191,8 @@ impl InterruptContext {
         Ok(())
     }
 
-    /// SPEC §9.4 and §9.6.
-    async fn run_after_reboot(
-        &self,
-        index: usize,
-        complete: &Path,
-        command: Command,
-    ) -> Result<(), InterruptError> {
-        let s = &self.settings;
-        let fs = &s.fs;
-        let boot_id = self.boot_id()?;
-        let pending = s
-            .markers_dir
-            .join(markers::interrupt_pending_name(self.type_name, index));
-        let attempts = s
-            .markers_dir
-            .join(markers::interrupt_attempts_name(self.type_name, index));
-
-        let previous = fs
-            .read(&pending)
-            .map_err(state_err(format!("reading {}", pending.display())))?;
-        let counted = read_attempts(fs, &attempts, &boot_id);
-        let count = match after_reboot_step(
-            previous.as_deref(),
-            &counted,
-            &boot_id,
-            s.reboot_max_attempts,
-        ) {
-            RebootStep::Promote { since } => {
-                fs.rename(&pending, complete)
-                    .map_err(state_err(format!("promoting {}", pending.display())))?;
-                fs.remove_file(&attempts)
-                    .map_err(state_err(format!("removing {}", attempts.display())))?;
-                info!(marker = %complete.display(), "skipping completed interrupt after host reboot");
-                self.result(OperationResult::skipped(
-                    format!("{}_{index}", self.type_name),
-                    format!("the host rebooted since the command ran (boot ID was {since})"),
-                ));
-                self.record(OperationRecord::PromotedAfterReboot {
-                    marker: complete
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                });
-                return Ok(());
-            }
-            RebootStep::Refuse { count } => {
-                if let Err(reason) = &counted {
-                    warn!(
-                        file = %attempts.display(),
-                        error = %reason,
-                        "unreadable reboot attempts file; counting it as the limit and refusing \
-                         to reboot until a human looks"
-                    );
-                }
-                return Err(InterruptError::RebootLoop {
-                    count,
-                    max: s.reboot_max_attempts,
-                    attempts_file: attempts.display().to_string(),
-                    root: fs.root().display().to_string(),
-                    resource_id: s.resource_id.clone(),
-                });
-            }
-            RebootStep::Reboot {
-                attempt,
-                pending: state,
-            } => {
-                match state {
-                    PendingState::SameBoot => {
-                        info!(marker = %pending.display(), boot_id, "reboot was requested under this boot ID already; requesting it again");
-                    }
-                    PendingState::Malformed(content) => {
-                        warn!(marker = %pending.display(), content = %content, "malformed pending marker; replacing it");
-                    }
-                    PendingState::Absent => {}
-                }
-                attempt - 1
-            }
-        };
-
-        // Durable before the command starts: the reboot may kill us at any instant after.
-        fs.write_atomic(&pending, format!("boot-id:{boot_id}\n").as_bytes())
-            .map_err(state_err(format!("writing {}", pending.display())))?;
-
-        let reason = format!("reboot requested under boot ID {boot_id}");
-        let result = self
-            .execute(&command, CompletionPolicy::AfterReboot, &reason)
-            .await;
-        // SPEC §9.6: an attempt counts only once the command was started after its pending
-        // marker was written. A missing `reboot`, a spawn failure or a failed pending write
-        // spends nothing, so a node whose `reboot` is back is not refused forever. The pending
-        // marker keeps upstream's exact format, so the count lives in its own file. (An agent
-        // killed while the command runs records no attempt; the boot ID changes with a real
-        // reboot, and the count restarts then anyway.)
-        if was_spawned(&result) {
-            let record = format!("boot-id:{boot_id}\nattempts:{}\n", count + 1);
-            if let Err(e) = fs.write_atomic(&attempts, record.as_bytes()) {
-                warn!(
-                    file = %attempts.display(),
-                    error = %crate::host::errors::Chain(&e),
-                    "could not record the reboot attempt"
-                );
-            }
-        }
-        let outcome = result?;
-        if outcome.cancelled {
-            self.shutdown();
-            return Ok(());
-        }
-        // Our own timeout's SIGTERM is not the host's shutdown.
-        if outcome.timed_out {
-            return Err(InterruptError::TimedOut {
-                command: command.to_string(),
-                seconds: format_seconds(self.timeout_of(&command)),
-            });
-        }
-        match outcome.termination {
-            // The shutdown we asked for killed the command first.
-            Termination::Signalled(sig) if sig == libc::SIGTERM => {
-                self.shutdown();
-                Ok(())
-            }
-            Termination::Exited(0) => {
-                // The reboot is enqueued; the shutdown will stop us. If it does not, fail
-                // (the pending marker stays, so the next run retries or promotes).
-                let cancel = s.exec.cancel.stop.clone();
-                tokio::select! {
-                    () = cancel.cancelled() => {
-                        self.shutdown();
-                        Ok(())
-                    }
-                    () = tokio::time::sleep(s.reboot_wait) => Err(InterruptError::RebootNotObserved),
-                }
-            }
-            termination => Err(InterruptError::CommandFailed {
-                command: command.to_string(),
-                termination,
-            }),
-        }
-    }
-
-    fn shutdown(&self) {
-        *self.shutdown_in_progress.lock().expect("lock") = true;
-    }
-
-    /// The timeout that applies to `command`: the shorter of its own and the agent's.
-    fn timeout_of(&self, command: &Command) -> Option<Duration> {
-        match (command.timeout, self.settings.exec.timeout) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    fn boot_id(&self) -> Result<String, InterruptError> {
-        read_boot_id(&self.settings.fs)
-    }
-
     /// Echo, open the invocation's log lazily, run chrooted into ROOT with cwd COPY_DIR.
-    async fn execute(
+    pub(crate) async fn execute(
         &self,
         command: &Command,
         policy: CompletionPolicy,
@@ -588,7 +222,7 @@ impl InterruptContext {
             },
         };
         let exec = exec::Config {
-            timeout: self.timeout_of(command),
+            timeout: s.timeout_of(command),
             ..s.exec.clone()
         };
         let result = exec
@@ -598,14 +232,16 @@ impl InterruptContext {
                 command: text.clone(),
                 source,
             });
-        let log_field = result.as_ref().ok().and_then(|outcome| {
-            self.logs.lock().expect("lock").close(
-                &self.log_name(),
-                &log,
-                outcome.log_error.as_deref(),
-            )
-        });
-        *self.log.lock().expect("lock") = Some(log);
+        let log_field = {
+            let mut state = self.state();
+            let field = result.as_ref().ok().and_then(|outcome| {
+                state
+                    .logs
+                    .close(&self.log_name(), &log, outcome.log_error.as_deref())
+            });
+            state.log = Some(log);
+            field
+        };
         let outcome = result?;
         let succeeded = match policy {
             CompletionPolicy::OnSuccess => {
@@ -629,13 +265,14 @@ impl InterruptContext {
             decision = if succeeded { "succeeded" } else { "failed" },
             "operation finished"
         );
-        self.result(OperationResult::ran(
-            &text, reason, &outcome, succeeded, log_field,
-        ));
-        self.record(OperationRecord::Ran {
-            command: text,
-            termination: outcome.termination,
-        });
+        let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field);
+        self.push(
+            OperationRecord::Ran {
+                command: text,
+                termination: outcome.termination,
+            },
+            result,
+        );
         Ok(outcome)
     }
 
@@ -648,26 +285,104 @@ impl InterruptContext {
     /// complete leaves no empty log behind). SPEC §8.10: one that cannot be created is log
     /// trouble, not a failure; only a refused path (a link) fails the run.
     fn take_log(&self) -> Result<OperationLog, InterruptError> {
-        if let Some(log) = self.log.lock().expect("lock").take() {
+        let mut state = self.state();
+        if let Some(log) = state.log.take() {
             return Ok(log);
         }
-        self.logs
-            .lock()
-            .expect("lock")
+        Ok(state
+            .logs
             .open(&self.settings.fs, &self.log_name(), SystemTime::now())
-            .map_err(state_err("creating the interrupt log"))
+            .map_err(state_err("creating the interrupt log"))?)
     }
 
     /// Close the invocation's log and apply retention.
     fn finish_log(&self) -> Result<(), InterruptError> {
-        if let Some(OperationLog::Open(log)) = self.log.lock().expect("lock").take() {
+        let mut state = self.state();
+        if let Some(OperationLog::Open(log)) = state.log.take() {
             let _ = log.file.sync_all();
         }
-        self.logs
-            .lock()
-            .expect("lock")
+        Ok(state
+            .logs
             .prune(&self.settings.fs, &self.log_name())
-            .map_err(state_err("cleaning old interrupt logs"))
+            .map_err(state_err("cleaning old interrupt logs"))?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Operations for Run {
+    async fn operation(
+        &self,
+        index: usize,
+        policy: CompletionPolicy,
+        command: Command,
+    ) -> Result<(), InterruptError> {
+        let s = &self.settings;
+        let markers = s.markers(self.type_name, index);
+        let start = decide::start(&s.fs, &markers, policy)?;
+        let done = start == Start::Complete;
+        debug!(
+            operation = %format!("{}_{index}", self.type_name),
+            decision = if done { "skip" } else { "run" },
+            reason = if done { "completion marker present" } else { "no completion marker" },
+            marker = %markers.complete.display(),
+            "operation decision"
+        );
+        if done {
+            s.exec.output.print(&format!(
+                "Skipping interrupt {}_{index} because it was already run for {}\n",
+                self.type_name, s.resource_id
+            ));
+            self.push(
+                OperationRecord::Skipped {
+                    marker: markers.complete_name(),
+                },
+                OperationResult::skipped(
+                    format!("{}_{index}", self.type_name),
+                    "completion marker present",
+                ),
+            );
+            return Ok(());
+        }
+        if s.exec.cancel.is_stopping() || self.shutdown_in_progress() {
+            return Err(InterruptError::Stopped);
+        }
+        match start {
+            Start::AfterReboot => self.run_after_reboot(index, &markers, command).await,
+            Start::Run | Start::Complete => self.run_on_success(&markers, command).await,
+        }
+    }
+
+    fn mark_done(&self) -> Result<(), InterruptError> {
+        let s = &self.settings;
+        Ok(interrupt_markers::write_kind_done(
+            &s.fs,
+            &s.markers_dir,
+            self.type_name,
+            SystemTime::now(),
+        )
+        .map(drop)
+        .map_err(state_err(format!(
+            "writing {}",
+            interrupt_markers::kind_done_path(&s.markers_dir, self.type_name).display()
+        )))?)
+    }
+
+    fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
+        let markers = self.settings.markers(self.type_name, index);
+        Ok(markers
+            .is_complete(&self.settings.fs)
+            .map_err(state_err(format!(
+                "checking {}",
+                markers.complete.display()
+            )))?)
+    }
+
+    fn node_name(&self) -> Option<String> {
+        self.settings.node_name()
+    }
+
+    fn shutdown_in_progress(&self) -> bool {
+        self.state().shutdown_in_progress
     }
 }
 
@@ -680,293 +395,8 @@ fn interrupt_logs(settings: &InterruptSettings, type_name: &str) -> RunLogs {
     }
 }
 
-/// Where the host's boot ID is, relative to ROOT.
-pub const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
-
-/// The host's boot ID (SPEC §9.4): trimmed; empty or unreadable is an error, never a
-/// "changed" boot.
-pub fn read_boot_id(fs: &HostFs) -> Result<String, InterruptError> {
-    let err = |reason: String| InterruptError::BootId {
-        path: BOOT_ID_PATH.to_owned(),
-        reason,
-    };
-    let real = fs
-        .resolve(Path::new(BOOT_ID_PATH))
-        .map_err(|e| err(e.to_string()))?;
-    let text = std::fs::read_to_string(&real).map_err(|e| err(e.to_string()))?;
-    let id = text.trim();
-    if id.is_empty() {
-        return Err(err("empty".into()));
-    }
-    Ok(id.to_owned())
-}
-
-/// A timeout as configured (`1`, `0.5`), for `timed out after Ns`.
-pub fn format_seconds(timeout: Option<Duration>) -> String {
-    let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
-    let text = format!("{secs:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
-}
-
-fn now_stamp() -> String {
-    timestamp::rfc3339_nano(SystemTime::now())
-}
-
-/// The attempt count recorded under `boot_id` in an attempts file (`boot-id:<id>` and
-/// `attempts:<n>` lines): 0 if it was recorded under another boot, `None` if the text is not
-/// such a record (SPEC §9.6: the caller counts that as the limit, never as 0).
-pub fn parse_attempts(text: &str, boot_id: &str) -> Option<u32> {
-    let mut id = None;
-    let mut count = None;
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        if let Some(v) = line.strip_prefix("boot-id:") {
-            if id.replace(v.trim()).is_some() {
-                return None;
-            }
-        } else if let Some(v) = line.strip_prefix("attempts:") {
-            if count.replace(v.trim().parse::<u32>().ok()?).is_some() {
-                return None;
-            }
-        } else {
-            return None;
-        }
-    }
-    match (id.filter(|i| !i.is_empty())?, count?) {
-        (id, _) if id != boot_id => Some(0),
-        (_, count) => Some(count),
-    }
-}
-
-/// The attempts counted under `boot_id` (0 when there is no file), or why the file cannot be
-/// trusted: unreadable, or not a record [`parse_attempts`] accepts.
-fn read_attempts(fs: &HostFs, file: &Path, boot_id: &str) -> Result<u32, String> {
-    match fs.read(file) {
-        Ok(None) => Ok(0),
-        Ok(Some(bytes)) => {
-            let text = String::from_utf8_lossy(&bytes);
-            parse_attempts(&text, boot_id).ok_or_else(|| {
-                let shown: String = text.trim().chars().take(100).collect();
-                format!("not a boot-id/attempts record: {shown:?}")
-            })
-        }
-        Err(e) => Err(crate::host::errors::Chain(&e).to_string()),
-    }
-}
-
-/// Whether the command of an operation got as far as being started (so a reboot attempt was
-/// made), judged from what [`InterruptContext::execute`] returned.
-fn was_spawned(result: &Result<exec::Outcome, InterruptError>) -> bool {
-    match result {
-        Ok(_) => true,
-        Err(InterruptError::Exec { source, .. }) => !matches!(
-            source,
-            ExecError::Spawn { .. } | ExecError::ExecFormat { .. }
-        ),
-        Err(_) => false,
-    }
-}
-
-/// What an after-reboot operation does next (SPEC §9.4, §9.6), decided from its pending
-/// marker, its attempt counter and the current boot ID. Shared by real runs and dry runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum RebootStep {
-    /// The boot ID changed since the command ran: promote `.pending` to `.complete`.
-    Promote { since: String },
-    /// Run the command (again); `attempt` counts from 1 under the current boot ID.
-    Reboot { attempt: u32, pending: PendingState },
-    /// The loop guard: `count` reboots were already requested under this boot ID.
-    Refuse { count: u32 },
-}
-
-/// The pending marker of an after-reboot operation that has not completed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PendingState {
-    Absent,
-    /// Written under the current boot ID: the host has not restarted yet.
-    SameBoot,
-    /// Not `boot-id:<id>`: replaced with a warning.
-    Malformed(String),
-}
-
-fn after_reboot_step(
-    pending: Option<&[u8]>,
-    attempts: &Result<u32, String>,
-    boot_id: &str,
-    max_attempts: u32,
-) -> RebootStep {
-    let state = match pending {
-        None => PendingState::Absent,
-        Some(content) => {
-            let text = String::from_utf8_lossy(content);
-            match text.trim().strip_prefix("boot-id:").map(str::trim) {
-                Some(b) if !b.is_empty() && b != boot_id => {
-                    return RebootStep::Promote {
-                        since: b.to_owned(),
-                    };
-                }
-                Some(b) if b == boot_id => PendingState::SameBoot,
-                _ => PendingState::Malformed(text.trim().to_owned()),
-            }
-        }
-    };
-    // SPEC §9.6: an attempts file that cannot be trusted counts as the limit.
-    let count = attempts.as_ref().map_or(max_attempts, |&count| count);
-    if count >= max_attempts {
-        RebootStep::Refuse { count }
-    } else {
-        RebootStep::Reboot {
-            attempt: count + 1,
-            pending: state,
-        }
-    }
-}
-
-impl InterruptContext {
-    /// A dry run of [`InterruptContext::operation`]: judge it as a real run would, read-only.
-    fn plan_operation(
-        &self,
-        dry: &Mutex<DryRun>,
-        index: usize,
-        policy: CompletionPolicy,
-        command: &Command,
-    ) -> Result<(), InterruptError> {
-        let s = &self.settings;
-        let name = format!("{}_{index}", self.type_name);
-        let complete_name = markers::interrupt_complete_name(self.type_name, index);
-        let complete = s.markers_dir.join(&complete_name);
-        let done = markers::is_done(&s.fs, &complete)
-            .map_err(state_err(format!("checking {}", complete.display())))?;
-        let stopped = dry.lock().expect("lock").stopped.clone();
-        let (action, reason) = if done {
-            (
-                PlannedAction::Skip,
-                format!("completion marker present ({complete_name})"),
-            )
-        } else if let Some(why) = stopped {
-            (PlannedAction::NotReached, why)
-        } else {
-            match policy {
-                CompletionPolicy::OnSuccess => {
-                    (PlannedAction::Run, "no completion marker".to_owned())
-                }
-                CompletionPolicy::AfterReboot => self.plan_after_reboot(index)?,
-            }
-        };
-        let mut dry = dry.lock().expect("lock");
-        if dry.stopped.is_none() {
-            dry.stopped = match (action, policy) {
-                (PlannedAction::Run, CompletionPolicy::AfterReboot) => Some(format!(
-                    "{name} reboots the host first; the next run after the reboot continues here"
-                )),
-                (PlannedAction::Fail, _) => Some(format!("the run fails at {name} first")),
-                _ => None,
-            };
-        }
-        dry.planned.push(PlannedOperation {
-            operation: name,
-            command: Some(command.to_string()),
-            policy: Some(policy),
-            action,
-            reason,
-        });
-        Ok(())
-    }
-
-    /// SPEC §9.4, §9.6, read-only: the same decision as [`Self::run_after_reboot`].
-    fn plan_after_reboot(&self, index: usize) -> Result<(PlannedAction, String), InterruptError> {
-        let s = &self.settings;
-        let boot_id = match self.boot_id() {
-            Ok(id) => id,
-            Err(e) => return Ok((PlannedAction::Fail, e.to_string())),
-        };
-        let pending = s
-            .markers_dir
-            .join(markers::interrupt_pending_name(self.type_name, index));
-        let attempts = s
-            .markers_dir
-            .join(markers::interrupt_attempts_name(self.type_name, index));
-        let previous =
-            s.fs.read(&pending)
-                .map_err(state_err(format!("reading {}", pending.display())))?;
-        let counted = read_attempts(&s.fs, &attempts, &boot_id);
-        let max = s.reboot_max_attempts;
-        Ok(
-            match after_reboot_step(previous.as_deref(), &counted, &boot_id, max) {
-                RebootStep::Refuse { .. } if counted.is_err() => (
-                    PlannedAction::Fail,
-                    format!(
-                        "loop guard would refuse: {} cannot be read ({}), which counts as \
-                         SKYHOOK_REBOOT_MAX_ATTEMPTS={max}",
-                        attempts.display(),
-                        counted.as_ref().err().map_or("", String::as_str)
-                    ),
-                ),
-                RebootStep::Promote { since } => (
-                    PlannedAction::Skip,
-                    format!(
-                        "complete after reboot: pending with boot ID {since}, current boot ID \
-                         {boot_id}; the pending marker would become the completion marker"
-                    ),
-                ),
-                RebootStep::Refuse { count } => (
-                    PlannedAction::Fail,
-                    format!(
-                        "loop guard would refuse: reboot requested {count} times under boot ID \
-                         {boot_id} (SKYHOOK_REBOOT_MAX_ATTEMPTS={max})"
-                    ),
-                ),
-                RebootStep::Reboot {
-                    attempt,
-                    pending: PendingState::SameBoot,
-                } => (
-                    PlannedAction::Run,
-                    format!(
-                        "reboot again (attempt {attempt} of {max}): pending with boot ID \
-                         {boot_id}, the current boot ID, so the host has not restarted"
-                    ),
-                ),
-                RebootStep::Reboot {
-                    attempt,
-                    pending: PendingState::Malformed(content),
-                } => (
-                    PlannedAction::Run,
-                    format!(
-                        "reboot (attempt {attempt} of {max}): the pending marker is malformed \
-                         ({content:?}) and would be replaced; boot ID {boot_id}"
-                    ),
-                ),
-                RebootStep::Reboot {
-                    attempt,
-                    pending: PendingState::Absent,
-                } => (
-                    PlannedAction::Run,
-                    format!(
-                        "no completion marker; reboot (attempt {attempt} of {max}) under boot \
-                         ID {boot_id}"
-                    ),
-                ),
-            },
-        )
-    }
-}
-
-/// Dry-run `interrupt`: the kind builds its operations as in a real run, and each is judged
-/// against the markers, the pending marker and the boot ID without running or writing
-/// anything. Returns the operations in order, and the kind's own error if it gave up.
-pub async fn plan_interrupt(
-    settings: InterruptSettings,
-    interrupt: &dyn Interrupt,
-) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
-    if let Err(e) = validate(interrupt) {
-        return (Vec::new(), Err(e));
-    }
-    let cx = InterruptContext::dry_run(settings, interrupt.type_name());
-    let result = interrupt.run_operations(&cx).await;
-    (cx.planned(), result)
-}
-
 /// The kind's own check of its fields, as `invalid <type> interrupt: ...`.
-fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
+pub(crate) fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
     interrupt
         .validate_payload()
         .map_err(|error| InterruptError::Invalid {
@@ -975,18 +405,7 @@ fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
         })
 }
 
-/// How an interrupt run ended, when it did not fail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InterruptOutcome {
-    Completed,
-    /// An after-reboot operation saw the shutdown it asked for.
-    ShutdownInProgress,
-}
-
 /// Run `interrupt` with the marker protocol. Returns the outcome and what each operation did.
-///
-/// # Errors
-/// The first failed operation, or a host state error.
 pub async fn run_interrupt(
     settings: InterruptSettings,
     interrupt: &dyn Interrupt,
@@ -994,38 +413,43 @@ pub async fn run_interrupt(
     Result<InterruptOutcome, InterruptError>,
     Vec<OperationRecord>,
 ) {
-    let (result, records, _) = run_interrupt_with_results(settings, interrupt).await;
-    (result, records)
+    let run = run(settings, interrupt).await;
+    (run.result, run.records)
 }
 
-/// [`run_interrupt`], also returning the detailed results of each operation.
-pub async fn run_interrupt_with_results(
-    settings: InterruptSettings,
-    interrupt: &dyn Interrupt,
-) -> (
-    Result<InterruptOutcome, InterruptError>,
-    Vec<OperationRecord>,
-    Vec<OperationResult>,
-) {
+/// Run `interrupt` with the marker protocol: how it ended, and what each operation did (also
+/// as the results record shows it).
+pub async fn run(settings: InterruptSettings, interrupt: &dyn Interrupt) -> InterruptRun {
     // Before anything is touched; kinds rely on it instead of checking again in `run`.
     if let Err(e) = validate(interrupt) {
-        return (Err(e), Vec::new(), Vec::new());
+        return InterruptRun {
+            result: Err(e),
+            records: Vec::new(),
+            results: Vec::new(),
+        };
     }
     // SPEC §5: temp files a killed run left behind, once no live writer can own them.
     settings.fs.clean_stale_temps(&settings.markers_dir);
-    let cx = InterruptContext::new(settings, interrupt.type_name());
+    let backend = Arc::new(Run::new(settings, interrupt.type_name()));
+    let cx = InterruptContext::new(backend.clone());
     let result = interrupt.run_operations(&cx).await;
-    let shutdown = cx.shutdown_in_progress();
-    let finished = cx.finish_log();
-    let records = cx.records();
-    let results = cx.results();
+    let finished = backend.finish_log();
+    let (done, shutdown) = {
+        let mut state = backend.state();
+        (std::mem::take(&mut state.done), state.shutdown_in_progress)
+    };
+    let (records, results) = done.into_iter().unzip();
     let result = match (result, shutdown) {
         (_, true) => Ok(InterruptOutcome::ShutdownInProgress),
         (Ok(()), false) => finished.map(|()| InterruptOutcome::Completed),
         (Err(e), false) => Err(e),
     };
-    (result, records, results)
+    InterruptRun {
+        result,
+        records,
+        results,
+    }
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

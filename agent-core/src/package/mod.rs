@@ -1,5 +1,4 @@
-//! The package model: config.json, steps, the resource identity.
+//! The package model: config.json (with its validation) and steps.
 
 pub mod config;
-pub mod identity;
 pub mod step;

@@ -1,6 +1,7 @@
 //! The interrupt plugin contract: the [`InterruptKind`] trait a kind implements, the
-//! [`Interrupt`] trait object the core runs, its wire codec, and the [`InterruptContext`]
-//! through which a kind hands its commands to the core.
+//! [`Interrupt`] trait object the core runs (its wire codec is in
+//! [`codec`](crate::plugin::codec)), and the [`InterruptContext`] through which a kind hands
+//! its commands to the core.
 //!
 //! A kind owns its commands; the core owns markers, reboot bookkeeping, logs and execution.
 //! A kind is declared once, with [`macro@crate::interrupt`] on its `impl InterruptKind` block,
@@ -9,12 +10,12 @@
 use std::any::TypeId;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
-
-pub use crate::interrupt::runner::{InterruptContext, InterruptError};
-use crate::plugin::registry;
+use crate::exec::{ExecError, Termination};
+use crate::host::boot::BootIdError;
+use crate::host::errors::StateFailure;
 
 /// The error type of a kind's own failures: any error, with its source chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -144,7 +145,7 @@ pub enum DecodeError {
     )]
     NoKinds { found: String },
     #[error(transparent)]
-    Duplicate(#[from] registry::DuplicateKind),
+    Duplicate(#[from] DuplicateKind),
     #[error("serialized interrupt is {0} bytes, over the limit of 1 MiB")]
     TooLarge(usize),
     /// The kind's [`InterruptKind::validate`] refused the payload. The message includes the
@@ -153,116 +154,14 @@ pub enum DecodeError {
     Invalid { type_name: String, error: BoxError },
 }
 
-/// A decoded payload, with the fields the kind does not know (ignored, worth a warning).
-#[derive(Debug)]
-pub struct Decoded {
-    pub interrupt: Box<dyn Interrupt>,
-    pub unknown_fields: Vec<String>,
+/// Two kinds registered under one wire name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("interrupt type {type_name:?} is registered twice: by {first} and by {second}")]
+pub struct DuplicateKind {
+    pub type_name: &'static str,
+    pub first: &'static str,
+    pub second: &'static str,
 }
-
-impl dyn Interrupt {
-    /// Canonical compact JSON (`{"type":...,...}`).
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("interrupt kinds serialize to JSON")
-    }
-
-    /// INTERRUPT_DATA: standard base64 of the canonical JSON (`to_json`).
-    pub fn to_base64(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.to_json())
-    }
-
-    /// Decode INTERRUPT_DATA.
-    ///
-    /// # Errors
-    /// The SPEC §9.2 messages.
-    pub fn from_base64(data: &str) -> Result<Decoded, DecodeError> {
-        let data = data.trim();
-        if data.len() > MAX_PAYLOAD_BYTES * 4 / 3 + 4 {
-            return Err(DecodeError::TooLarge(data.len() / 4 * 3));
-        }
-        let bytes = BASE64_LENIENT
-            .decode(data)
-            .map_err(|e| DecodeError::Malformed(format!("invalid base64: {e}")))?;
-        Self::from_json_bytes(&bytes)
-    }
-
-    /// Decode the JSON form (as `agent interrupts encode` takes it).
-    ///
-    /// # Errors
-    /// The SPEC §9.2 messages.
-    pub fn from_json_bytes(bytes: &[u8]) -> Result<Decoded, DecodeError> {
-        if bytes.len() > MAX_PAYLOAD_BYTES {
-            return Err(DecodeError::TooLarge(bytes.len()));
-        }
-        let value: serde_json::Value = serde_json::from_slice(bytes)
-            .map_err(|e| DecodeError::Malformed(format!("invalid JSON: {e}")))?;
-        let serde_json::Value::Object(fields) = &value else {
-            return Err(DecodeError::Malformed("not a JSON object".into()));
-        };
-        let type_name = match fields.get("type") {
-            Some(serde_json::Value::String(t)) => t.clone(),
-            Some(_) => return Err(DecodeError::Malformed("\"type\" must be a string".into())),
-            None => return Err(DecodeError::Malformed("missing \"type\"".into())),
-        };
-        let descriptor = match registry::find_all(&type_name).as_slice() {
-            [] if registry::kinds().is_empty() => {
-                return Err(DecodeError::NoKinds { found: type_name });
-            }
-            [] => {
-                return Err(DecodeError::UnknownType {
-                    found: type_name,
-                    known: registry::type_names().join(", "),
-                });
-            }
-            [one] => *one,
-            [first, second, ..] => {
-                return Err(DecodeError::Duplicate(registry::DuplicateKind {
-                    type_name: first.type_name,
-                    first: first.module,
-                    second: second.module,
-                }));
-            }
-        };
-        let interrupt: Box<dyn Interrupt> = serde_json::from_value(value.clone())
-            .map_err(|e| DecodeError::Malformed(e.to_string()))?;
-        interrupt
-            .validate_payload()
-            .map_err(|error| DecodeError::Invalid {
-                type_name: type_name.clone(),
-                error,
-            })?;
-        let unknown_fields = if let Some(known) = (descriptor.fields)() {
-            // The names the kind's Deserialize accepts (aliases included).
-            fields
-                .keys()
-                .filter(|k| k.as_str() != "type" && !known.contains(&k.as_str()))
-                .cloned()
-                .collect()
-        } else {
-            // No fixed field list (`#[serde(flatten)]`, a map): whatever the canonical form
-            // does not carry was ignored by the kind.
-            let canonical: serde_json::Value =
-                serde_json::from_str(&interrupt.to_json()).unwrap_or_default();
-            fields
-                .keys()
-                .filter(|k| canonical.get(k.as_str()).is_none())
-                .cloned()
-                .collect()
-        };
-        Ok(Decoded {
-            interrupt,
-            unknown_fields,
-        })
-    }
-}
-
-/// Standard alphabet; padding optional on input (operators always pad, hand-made payloads
-/// sometimes do not).
-const BASE64_LENIENT: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    base64::engine::GeneralPurposeConfig::new()
-        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-);
 
 /// A command line an interrupt operation runs chrooted into the host, with its options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -324,6 +223,163 @@ pub enum CompletionPolicy {
     /// Complete once the host's boot ID has changed since the command was started: the
     /// command reboots the host, and the agent is usually killed before it can see a result.
     AfterReboot,
+}
+
+/// After a reboot command exited 0, how long the agent waits for the shutdown to stop it.
+pub const REBOOT_WAIT: Duration = Duration::from_secs(10);
+
+/// Why an interrupt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InterruptError {
+    #[error("{command}: {termination}")]
+    CommandFailed {
+        command: String,
+        termination: Termination,
+    },
+    #[error("{command}: timed out after {seconds}s")]
+    TimedOut { command: String, seconds: String },
+    #[error("reboot was enqueued but the host did not restart within {}s", REBOOT_WAIT.as_secs())]
+    RebootNotObserved,
+    /// The loop guard (SPEC §9.6); the message says where the count is and how to reset it.
+    #[error(
+        "reboot requested {count} times but the host never restarted; refusing to reboot again \
+         (loop guard: SKYHOOK_REBOOT_MAX_ATTEMPTS={max}, counted in {attempts_file}). Find out \
+         why the host does not restart, then allow new attempts with `agent reset {root} \
+         --interrupt {resource_id} --yes` (or remove {attempts_file}), or raise \
+         SKYHOOK_REBOOT_MAX_ATTEMPTS"
+    )]
+    RebootLoop {
+        count: u32,
+        max: u32,
+        /// Host path of the attempts file.
+        attempts_file: String,
+        root: String,
+        resource_id: String,
+    },
+    #[error("reading the host boot ID from {path}: {reason}")]
+    BootId { path: String, reason: String },
+    #[error("agent stopped after receiving a termination signal")]
+    Stopped,
+    #[error("{command}")]
+    Exec {
+        command: String,
+        #[source]
+        source: ExecError,
+    },
+    /// Host state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFailure),
+    /// The payload failed the kind's [`InterruptKind::validate`].
+    /// The kind's error is part of the message and kept as it is in `error`.
+    #[error("invalid {type_name} interrupt: {error}")]
+    Invalid {
+        type_name: &'static str,
+        error: BoxError,
+    },
+    /// The payload could not be decoded (the operator path decodes before it runs).
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A kind's own failure (e.g. a precondition it checks itself), with its source.
+    #[error(transparent)]
+    Kind(BoxError),
+}
+
+impl InterruptError {
+    /// A kind's own failure: `InterruptError::kind("no node to drain")`, or any error.
+    pub fn kind(error: impl Into<BoxError>) -> Self {
+        Self::Kind(error.into())
+    }
+}
+
+impl From<BootIdError> for InterruptError {
+    fn from(e: BootIdError) -> Self {
+        Self::BootId {
+            path: e.path,
+            reason: e.reason,
+        }
+    }
+}
+
+/// The core's side of an interrupt run, handed to [`InterruptKind::run`]: the only way a kind
+/// reaches markers, the reboot protocol, execution and logs.
+///
+/// The contract owns the type; the interrupt runner (a real run) and `agent plan` (a dry run)
+/// provide what is behind it, so the kind's code is the same in both.
+pub struct InterruptContext {
+    ops: Arc<dyn Operations>,
+}
+
+impl fmt::Debug for InterruptContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterruptContext")
+            .field("ops", &self.ops)
+            .finish()
+    }
+}
+
+/// What stands behind an [`InterruptContext`]: a real run or a dry run.
+#[async_trait::async_trait]
+pub(crate) trait Operations: fmt::Debug + Send + Sync {
+    async fn operation(
+        &self,
+        index: usize,
+        policy: CompletionPolicy,
+        command: Command,
+    ) -> Result<(), InterruptError>;
+    fn mark_done(&self) -> Result<(), InterruptError>;
+    fn is_complete(&self, index: usize) -> Result<bool, InterruptError>;
+    fn node_name(&self) -> Option<String>;
+    fn shutdown_in_progress(&self) -> bool;
+}
+
+impl InterruptContext {
+    pub(crate) fn new(ops: Arc<dyn Operations>) -> Self {
+        Self { ops }
+    }
+
+    /// The node's name as the kubelet knows it, for kinds that talk to the API server:
+    /// `NODE_NAME` from the agent's environment, else the host's hostname.
+    pub fn node_name(&self) -> Option<String> {
+        self.ops.node_name()
+    }
+
+    /// Mark a kind that runs no command as done (`<TYPE>.complete`, no index: the name the
+    /// upstream agents use for `no_op`).
+    ///
+    /// # Errors
+    /// The marker cannot be written.
+    pub fn mark_done(&self) -> Result<(), InterruptError> {
+        self.ops.mark_done()
+    }
+
+    /// Operation `index` of this interrupt: skipped if already complete, else `command` runs
+    /// chrooted into the host under `policy`, and its marker is written once it counts as
+    /// complete.
+    ///
+    /// # Errors
+    /// The command failed, the agent was stopped, or host state could not be read or written.
+    pub async fn operation(
+        &self,
+        index: usize,
+        policy: CompletionPolicy,
+        command: Command,
+    ) -> Result<(), InterruptError> {
+        self.ops.operation(index, policy, command).await
+    }
+
+    /// Whether operation `index` is already complete (so a kind can skip preconditions of a
+    /// command that will not run again).
+    ///
+    /// # Errors
+    /// Something other than a regular file is at the marker path.
+    pub fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
+        self.ops.is_complete(index)
+    }
+
+    /// True once an after-reboot operation saw the shutdown it asked for.
+    pub fn shutdown_in_progress(&self) -> bool {
+        self.ops.shutdown_in_progress()
+    }
 }
 
 /// The field names `T`'s `Deserialize` accepts (aliases included), read from what it passes

@@ -4,14 +4,14 @@
 //! typetag keeps its own registry for deserialization; this parallel one (collected with
 //! `inventory`, like vector's component descriptions) carries what a listing needs: summary,
 //! module and an example payload. [`macro@crate::interrupt`] fills both from one declaration,
-//! and [`check`] proves at startup that they agree.
+//! and [`codec::check`](crate::plugin::codec::check) proves at startup that they agree.
 
 use std::any::TypeId;
 use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 
-use crate::plugin::contract::{Interrupt, InterruptKind, field_names};
+use crate::plugin::contract::{DuplicateKind, InterruptKind, field_names};
 
 /// What `agent interrupts list` shows of one kind.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -48,30 +48,6 @@ impl InterruptDescriptor {
 
 inventory::collect!(InterruptDescriptor);
 
-/// Two kinds registered under one wire name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("interrupt type {type_name:?} is registered twice: by {first} and by {second}")]
-pub struct DuplicateKind {
-    pub type_name: &'static str,
-    pub first: &'static str,
-    pub second: &'static str,
-}
-
-/// Why the registry refuses to start (SPEC §9.5).
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    #[error(transparent)]
-    Duplicate(#[from] DuplicateKind),
-    /// A kind's example does not come back as itself through the real decoder.
-    #[error("interrupt kind {type_name:?} (module {module}): its example {example} {problem}")]
-    Example {
-        type_name: &'static str,
-        module: &'static str,
-        example: &'static str,
-        problem: String,
-    },
-}
-
 /// Every registered kind, sorted by type name.
 pub fn kinds() -> Vec<&'static InterruptDescriptor> {
     let mut all: Vec<_> = inventory::iter::<InterruptDescriptor>.into_iter().collect();
@@ -80,7 +56,7 @@ pub fn kinds() -> Vec<&'static InterruptDescriptor> {
 }
 
 /// Every registered type name, sorted and unique.
-pub fn type_names() -> Vec<&'static str> {
+pub(crate) fn type_names() -> Vec<&'static str> {
     let mut names: Vec<_> = kinds().into_iter().map(|d| d.type_name).collect();
     names.dedup();
     names
@@ -92,7 +68,7 @@ pub fn find(type_name: &str) -> Option<&'static InterruptDescriptor> {
 }
 
 /// Every kind registered under `type_name` (more than one is a [`DuplicateKind`]).
-pub fn find_all(type_name: &str) -> Vec<&'static InterruptDescriptor> {
+pub(crate) fn find_all(type_name: &str) -> Vec<&'static InterruptDescriptor> {
     kinds()
         .into_iter()
         .filter(|d| d.type_name == type_name)
@@ -111,49 +87,7 @@ pub fn check_unique() -> Result<(), DuplicateKind> {
     check_unique_in(kinds())
 }
 
-/// The startup self-check: no two kinds share a name, and every kind's example decodes
-/// through the real decoder to that same kind and serializes back to the same JSON (so what
-/// the listing shows is what the decoder accepts).
-pub fn check() -> Result<(), RegistryError> {
-    let all = kinds();
-    check_unique_in(all.iter().copied())?;
-    all.into_iter().try_for_each(check_example)
-}
-
-/// The example of one kind, through the real decoder.
-pub fn check_example(d: &InterruptDescriptor) -> Result<(), RegistryError> {
-    let fail = |problem: String| RegistryError::Example {
-        type_name: d.type_name,
-        module: d.module,
-        example: d.example,
-        problem,
-    };
-    let decoded = <dyn Interrupt>::from_json_bytes(d.example.as_bytes())
-        .map_err(|e| fail(format!("does not decode: {e}")))?;
-    if (d.type_id)() != decoded.interrupt.kind_type_id() {
-        return Err(fail(format!(
-            "decodes to another Rust type (registered as {:?})",
-            decoded.interrupt.type_name()
-        )));
-    }
-    if !decoded.unknown_fields.is_empty() {
-        return Err(fail(format!(
-            "has fields the kind does not know: {}",
-            decoded.unknown_fields.join(", ")
-        )));
-    }
-    let again = decoded.interrupt.to_json();
-    let same = serde_json::from_str::<serde_json::Value>(&again).ok()
-        == serde_json::from_str::<serde_json::Value>(d.example).ok();
-    if !same {
-        return Err(fail(format!(
-            "serializes back as {again}: make the example the kind's canonical form"
-        )));
-    }
-    Ok(())
-}
-
-fn check_unique_in<'a>(
+pub(crate) fn check_unique_in<'a>(
     kinds: impl IntoIterator<Item = &'a InterruptDescriptor>,
 ) -> Result<(), DuplicateKind> {
     let mut seen: BTreeMap<&'static str, &'static str> = BTreeMap::new();

@@ -36,7 +36,7 @@ impl InvalidField {
 }
 
 /// The longest unit name systemd accepts.
-pub const UNIT_NAME_MAX: usize = 255;
+pub(crate) const UNIT_NAME_MAX: usize = 255;
 
 /// A valid systemd unit name that cannot be mistaken for an option (SPEC §9.1): not empty,
 /// not starting with `-`, `.` or `@`, at most 255 of `[A-Za-z0-9:_.\@-]`.

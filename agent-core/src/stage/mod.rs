@@ -1,4 +1,5 @@
 //! One stage run (decide, execute, record) and its dry-run plan.
 
+pub mod decide;
 pub mod plan;
 pub mod run;

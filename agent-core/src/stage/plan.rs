@@ -1,34 +1,29 @@
-//! `agent plan` (SPEC §1.4, ext): what a stage or interrupt run would do on this host, with
-//! nothing run and nothing written.
+//! `agent plan` (SPEC §1.4, ext): what a stage run would do on this host, with nothing run
+//! and nothing written; and the vocabulary of plans ([`PlannedAction`], [`PlannedWrite`])
+//! shared with the interrupt plan (`interrupt::plan`).
 //!
-//! A stage plan applies the run's own decision table ([`run::decide`]) to the run's own
-//! markers ([`StepMarkers`]); an interrupt plan runs the kind against a dry-run
-//! [`InterruptContext`](crate::plugin::contract::InterruptContext), which judges each operation
-//! with the run's marker and boot-ID rules and runs nothing. Reading state never repairs it:
-//! a corrupt history file is reported, not moved aside.
+//! A stage plan walks the steps as the run does and asks the run's own decisions
+//! ([`decide`]): which steps run (`decide_step`, over the run's markers), with what
+//! arguments ([`decide::arguments`]) and environment ([`StepPaths::env_overrides`]). Reading
+//! state never repairs it: a corrupt history file is reported, not moved aside.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::exec::{self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec};
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::errors::{StateFailure, state_err};
+use crate::host::fs::HostFs;
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
-use crate::interrupt::runner::{self, InterruptError, InterruptSettings};
-pub use crate::interrupt::runner::{PlannedAction, PlannedOperation};
 use crate::package::config::{ConfigError, Finding, PackageConfig};
-use crate::package::identity::ResourceId;
 use crate::package::step::Mode;
-use crate::plugin::contract::Interrupt;
-use crate::stage::run::{self, Decision, StepMarkers, join_under};
+use crate::stage::decide::{self, Arguments, StepPaths, decide_step, join_under};
+use crate::state::history;
+use crate::state::markers::StepMarkers;
 use crate::state::results;
-use crate::state::status;
 
 /// Why no plan could be made (the run itself would fail the same way, exit 1).
 #[derive(Debug, thiserror::Error)]
@@ -41,23 +36,9 @@ pub enum PlanError {
     },
     #[error("preparing the package data")]
     PackageData(#[source] PreflightError),
-    #[error("{context}")]
-    State {
-        context: String,
-        #[source]
-        source: HostFsError,
-    },
-    #[error("{context}")]
-    Interrupt {
-        context: String,
-        #[source]
-        source: InterruptError,
-    },
-}
-
-fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> PlanError {
-    let context = context.into();
-    move |source| PlanError::State { context, source }
+    /// Host state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFailure),
 }
 
 /// The plan of one stage run.
@@ -141,7 +122,7 @@ impl WriteKind {
 }
 
 impl PlannedWrite {
-    fn new(path: impl Into<String>, kind: WriteKind, condition: Option<&str>) -> Self {
+    pub(crate) fn new(path: impl Into<String>, kind: WriteKind, condition: Option<&str>) -> Self {
         Self {
             path: path.into(),
             kind,
@@ -173,23 +154,33 @@ pub struct PlannedStep {
     pub idempotence_disabled: bool,
 }
 
-/// The plan of one interrupt run.
-#[derive(Debug, Clone, Serialize)]
-pub struct InterruptPlan {
-    #[serde(rename = "type")]
-    pub type_name: String,
-    /// The payload in canonical JSON.
-    pub payload: String,
-    pub resource_id: String,
-    /// The marker directory, as a host path.
-    pub markers_dir: String,
-    /// The host's current boot ID, if readable.
-    pub boot_id: Option<String>,
-    pub operations: Vec<PlannedOperation>,
-    /// Host paths the run would create or replace.
-    pub writes: Vec<PlannedWrite>,
-    /// Why the run would fail (an operation that would fail, or the kind's own error).
-    pub failure: Option<String>,
+/// What a real run would do with one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlannedAction {
+    /// The command would run.
+    Run,
+    /// Nothing would run: the operation is complete (or completes from its pending marker).
+    Skip,
+    /// No command; only the completion marker would be written.
+    Record,
+    /// The run would fail here without running the command.
+    Fail,
+    /// An earlier operation ends the run first.
+    NotReached,
+}
+
+impl PlannedAction {
+    /// `run`, `skip`, `record`, `fail`, `not-reached`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PlannedAction::Run => "run",
+            PlannedAction::Skip => "skip",
+            PlannedAction::Record => "record",
+            PlannedAction::Fail => "fail",
+            PlannedAction::NotReached => "not-reached",
+        }
+    }
 }
 
 /// Plan `mode` of the package at COPY_DIR (a cleaned host-absolute path) under `fs`'s ROOT.
@@ -287,13 +278,12 @@ pub fn plan_stage(
 
     let versions = if mode.is_upgrade() {
         let file = rt.history_file(&config.package_name);
-        let history =
-            status::read_history(fs, &file).map_err(state_err("reading the history file"))?;
+        let history = history::inspect(fs, &file).map_err(state_err("reading the history file"))?;
         if let Some(problem) = &history.problem {
             notes.push(format!(
                 "{}: {problem}; the previous version would be {}",
                 file.display(),
-                crate::state::history::UNKNOWN_VERSION
+                history::UNKNOWN_VERSION
             ));
             if history.corrupt {
                 writes.push(PlannedWrite::new(
@@ -303,10 +293,7 @@ pub fn plan_stage(
                 ));
             }
         }
-        Some([
-            status::previous_version(&history),
-            config.package_version.clone(),
-        ])
+        Some([history.previous_version(), config.package_version.clone()])
     } else {
         None
     };
@@ -320,59 +307,30 @@ pub fn plan_stage(
     let mut failed_checks = Vec::new();
     for step in steps {
         let markers = StepMarkers::new(&flags_dir, step);
-        let decision = if mode.is_check() {
-            Decision::CheckStage
-        } else {
-            let completed = markers.completed(fs).map_err(state_err(format!(
+        let decision = decide_step(fs, mode, step, &markers, rt.always_run_step).map_err(
+            state_err(format!("checking the markers of step {:?}", step.path)),
+        )?;
+        let markers_present = markers
+            .present(fs)
+            .map_err(state_err(format!(
                 "checking the markers of step {:?}",
                 step.path
-            )))?;
-            run::decide(mode, step, completed, rt.always_run_step)
-        };
-        let mut markers_present = Vec::new();
-        for marker in markers
-            .legacy
-            .iter()
-            .chain(std::iter::once(&markers.native))
-        {
-            if fs.is_file(marker).map_err(state_err(format!(
-                "checking the markers of step {:?}",
-                step.path
-            )))? {
-                let name = marker.strip_prefix(&flags_dir).unwrap_or(marker);
-                markers_present.push(display(name));
-            }
-        }
+            )))?
+            .into_iter()
+            .map(|marker| display(marker.strip_prefix(&flags_dir).unwrap_or(marker)))
+            .collect();
 
         // SPEC §8.5: `env:NAME` arguments; upgrade steps get `[previous, current]`.
-        let mut arguments = Vec::with_capacity(step.arguments.len() + 2);
-        let mut missing = Vec::new();
-        for arg in &step.arguments {
-            match arg.strip_prefix("env:") {
-                Some(name) => match lookup(env, name) {
-                    Some(value) => arguments.push(value),
-                    None => missing.push(name.to_owned()),
-                },
-                None => arguments.push(arg.clone()),
-            }
-        }
+        let Arguments {
+            values: arguments,
+            missing,
+        } = decide::arguments(step, env, versions.as_ref());
         let upgrade_args = versions.as_ref().filter(|_| step.upgrade_step);
-        if let Some(extra) = upgrade_args {
-            arguments.extend(extra.iter().cloned());
-        }
-
-        let mut step_env: BTreeMap<String, String> = step.env.clone();
-        if let Some([previous, current]) = &versions {
-            step_env.insert("PREVIOUS_VERSION".into(), previous.clone());
-            step_env.insert("CURRENT_VERSION".into(), current.clone());
-        }
-        let (step_root, skyhook_dir) = if step.on_host {
-            (copy_dir.join("skyhook_dir"), copy_dir.to_path_buf())
-        } else {
-            (package_real.join("skyhook_dir"), package_real.clone())
-        };
-        step_env.insert("STEP_ROOT".into(), display(&step_root));
-        step_env.insert("SKYHOOK_DIR".into(), display(&skyhook_dir));
+        let step_env: BTreeMap<String, String> = StepPaths::new(root, copy_dir, step)
+            .env_overrides(step, versions.as_ref())
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+            .collect();
 
         let (action, reason) = if let Some(why) = &stopped {
             (PlannedAction::NotReached, why.clone())
@@ -502,158 +460,14 @@ pub fn plan_stage(
 }
 
 /// SPEC §6.3: a run with `COPY_RESOLV` stops before anything else on a root without `/etc`.
-fn resolv_failure(root: &Path, rt: &Runtime) -> Option<String> {
+pub(crate) fn resolv_failure(root: &Path, rt: &Runtime) -> Option<String> {
     rt.copy_resolv
         .then(|| preflight::check_host_etc(root).err())
         .flatten()
         .map(|e| e.to_string())
 }
 
-/// Plan the interrupt `interrupt` for resource `rid`, with the settings a run would use.
-pub async fn plan_interrupt(
-    fs: &HostFs,
-    rt: &Runtime,
-    rid: &ResourceId,
-    copy_dir: &Path,
-    interrupt: &(dyn Interrupt + 'static),
-    env: Vec<(OsString, OsString)>,
-) -> Result<InterruptPlan, PlanError> {
-    let markers_dir = rt.state_dir.join("interrupts").join("flags").join(&rid.id);
-    let settings = InterruptSettings {
-        fs: fs.clone(),
-        exec: exec::Config {
-            // A dry run prints nothing itself; the caller renders the plan.
-            output: Output::new(
-                Arc::new(MemorySink::default()),
-                Arc::new(MemorySink::default()),
-            ),
-            cancel: Cancellation::new(),
-            stop_grace: Duration::ZERO,
-            timeout: None,
-            runner: Arc::new(NothingRuns),
-        },
-        resource_id: rid.id.clone(),
-        markers_dir: markers_dir.clone(),
-        log_dir: rt
-            .write_logs
-            .then(|| rt.package_log_dir(&rid.package, &rid.version)),
-        copy_dir: copy_dir.to_path_buf(),
-        base_env: env,
-        reboot_max_attempts: rt.reboot_max_attempts,
-        reboot_wait: runner::REBOOT_WAIT,
-    };
-    let (operations, result) = runner::plan_interrupt(settings, interrupt).await;
-    let mut failure = resolv_failure(fs.root(), rt).or_else(|| {
-        result
-            .err()
-            .map(|e| crate::host::errors::Chain(&e).to_string())
-    });
-    if failure.is_none() {
-        failure = operations
-            .iter()
-            .find(|op| op.action == PlannedAction::Fail)
-            .map(|op| format!("{}: {}", op.operation, op.reason));
-    }
-
-    let mut writes = Vec::new();
-    let mut logged = false;
-    for op in &operations {
-        let marker = |suffix: &str, condition: Option<&str>| {
-            PlannedWrite::new(
-                display(&markers_dir.join(format!("{}.{suffix}", op.operation))),
-                WriteKind::State,
-                condition,
-            )
-        };
-        match (op.action, op.policy) {
-            (PlannedAction::Run, Some(crate::CompletionPolicy::AfterReboot)) => {
-                writes.push(marker("attempts", Some("once the command started")));
-                writes.push(marker("pending", Some("before the command")));
-                logged = true;
-            }
-            (PlannedAction::Run, _) => {
-                writes.push(marker("complete", Some("if the command succeeds")));
-                logged = true;
-            }
-            (PlannedAction::Skip, _) if op.reason.starts_with("complete after reboot") => {
-                writes.push(marker("complete", Some("renamed from .pending")));
-            }
-            (PlannedAction::Record, _) => writes.push(marker("complete", None)),
-            _ => {}
-        }
-    }
-    if logged && rt.write_logs {
-        writes.push(PlannedWrite::new(
-            format!(
-                "{}-<timestamp>.log",
-                display(
-                    &rt.package_log_dir(&rid.package, &rid.version)
-                        .join("interrupts")
-                        .join(interrupt.type_name())
-                )
-            ),
-            WriteKind::Log,
-            None,
-        ));
-    }
-    writes.push(PlannedWrite::new(
-        display(&crate::state::locks::interrupt_lock_path(
-            &rt.state_dir,
-            &rid.id,
-        )),
-        WriteKind::Lock,
-        None,
-    ));
-    writes.push(PlannedWrite::new(
-        display(&results::path(
-            &rt.state_dir,
-            &rid.package,
-            &rid.version,
-            "interrupt",
-        )),
-        WriteKind::State,
-        None,
-    ));
-
-    Ok(InterruptPlan {
-        type_name: interrupt.type_name().to_owned(),
-        payload: interrupt.to_json(),
-        resource_id: rid.id.clone(),
-        markers_dir: display(&markers_dir),
-        boot_id: runner::read_boot_id(fs).ok(),
-        operations,
-        writes,
-        failure,
-    })
-}
-
-/// A plan never runs anything: if an operation reached the runner, refuse it.
-#[derive(Debug)]
-struct NothingRuns;
-
-#[async_trait::async_trait]
-impl exec::Runner for NothingRuns {
-    async fn run(
-        &self,
-        _cfg: &exec::Config,
-        spec: &ProcessSpec,
-        _log: Option<&mut std::fs::File>,
-    ) -> Result<Outcome, ExecError> {
-        Err(ExecError::Spawn {
-            program: spec.program.display().to_string(),
-            source: std::io::Error::other("a plan runs nothing"),
-        })
-    }
-}
-
-fn lookup(env: &[(OsString, OsString)], name: &str) -> Option<String> {
-    env.iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.to_string_lossy().into_owned())
-}
-
-fn display(p: &Path) -> String {
+pub(crate) fn display(p: &Path) -> String {
     p.display().to_string()
 }
 
@@ -733,7 +547,7 @@ pub enum OverlayDiff {
 }
 
 /// Files larger than this are not diffed.
-pub const DIFF_MAX_BYTES: usize = 1024 * 1024;
+pub(crate) const DIFF_MAX_BYTES: usize = 1024 * 1024;
 
 /// The unified diff between the host file and the overlay file of a `changed` write.
 pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {

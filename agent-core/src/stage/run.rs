@@ -2,25 +2,27 @@
 //! check results and history.
 
 use std::collections::BTreeSet;
-use std::ffi::{OsStr, OsString};
-use std::fmt::Write as _;
+use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use tracing::{debug, info, warn};
 
-use crate::compat::timestamp;
 use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
+use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::errors::{StateFailure, state_err};
+use crate::host::fs::HostFs;
 use crate::host::runtime::Runtime;
 use crate::package::config::PackageConfig;
 use crate::package::step::{Mode, Step};
+use crate::stage::decide::{Decision, StepPaths, arguments, decide_step};
+use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, UNKNOWN_VERSION};
 use crate::state::locks::{self, LockError};
 use crate::state::logs::RunLogs;
-use crate::state::markers;
+use crate::state::markers::StepMarkers;
 use crate::state::results::OperationResult;
 
 /// Everything a stage run needs from its caller.
@@ -78,142 +80,11 @@ pub enum StageError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{context}")]
-    State {
-        context: String,
-        #[source]
-        source: HostFsError,
-    },
+    /// Host state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateFailure),
     #[error("writing check_results")]
     CheckLock(#[source] LockError),
-}
-
-fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StageError {
-    let context = context.into();
-    move |source| StageError::State { context, source }
-}
-
-/// Why a step runs or is skipped (SPEC §8.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Check stages run every step.
-    CheckStage,
-    NoMarker,
-    AlwaysRunPolicy,
-    StageAlwaysRuns,
-    IdempotenceDisabled,
-    SkipCompleted,
-}
-
-impl Decision {
-    pub const fn runs(self) -> bool {
-        !matches!(self, Decision::SkipCompleted)
-    }
-
-    /// Short reason, for logs, plans and results.
-    pub const fn reason(self) -> &'static str {
-        match self {
-            Decision::CheckStage => "check stages run every step",
-            Decision::NoMarker => "no completion marker",
-            Decision::AlwaysRunPolicy => "always-run policy is enabled",
-            Decision::StageAlwaysRuns => "this stage always runs its steps",
-            Decision::IdempotenceDisabled => "idempotence is disabled for this step",
-            Decision::SkipCompleted => "completion marker present",
-        }
-    }
-}
-
-/// The decision table of SPEC §8.2; first matching rule wins.
-pub fn decide(mode: Mode, step: &Step, completed: bool, always_run: bool) -> Decision {
-    if mode.is_check() {
-        Decision::CheckStage
-    } else if !completed {
-        Decision::NoMarker
-    } else if always_run {
-        Decision::AlwaysRunPolicy
-    } else if matches!(mode, Mode::Config | Mode::Uninstall | Mode::Upgrade) {
-        Decision::StageAlwaysRuns
-    } else if step.idempotence_disabled {
-        Decision::IdempotenceDisabled
-    } else {
-        Decision::SkipCompleted
-    }
-}
-
-/// The two completion markers of one step (SPEC §8.7), as host paths.
-#[derive(Debug, Clone)]
-pub struct StepMarkers {
-    /// `None` when a component of the legacy name would exceed 255 bytes.
-    pub legacy: Option<PathBuf>,
-    pub native: PathBuf,
-}
-
-impl StepMarkers {
-    pub fn new(flags_dir: &Path, step: &Step) -> Self {
-        let legacy = markers::legacy_marker_name(&step.path, &step.arguments, &step.returncodes);
-        let native = markers::native_marker_name(
-            &step.path,
-            &step.arguments,
-            &step.returncodes,
-            &step.env,
-            step.on_host,
-        );
-        Self {
-            legacy: markers::legacy_name_fits(&legacy).then(|| flags_dir.join(legacy)),
-            native: flags_dir.join(native),
-        }
-    }
-
-    /// Either marker, as a non-empty regular file, means completed; anything else at a marker
-    /// path is an error.
-    pub fn completed(&self, fs: &HostFs) -> Result<bool, HostFsError> {
-        if markers::is_done(fs, &self.native)? {
-            return Ok(true);
-        }
-        match &self.legacy {
-            Some(legacy) => markers::is_done(fs, legacy),
-            None => Ok(false),
-        }
-    }
-
-    fn write(&self, fs: &HostFs, step: &Step, now: SystemTime) -> Result<(), HostFsError> {
-        let contents =
-            markers::marker_contents(&timestamp::rfc3339_nano(now), step.idempotence_disabled);
-        fs.write_atomic(&self.native, contents.as_bytes())?;
-        if let Some(legacy) = &self.legacy {
-            fs.write_atomic(legacy, contents.as_bytes())?;
-        } else {
-            warn!(
-                path = %step.path,
-                "legacy marker name would exceed 255 bytes; only the native marker records completion"
-            );
-        }
-        Ok(())
-    }
-
-    /// Give a completed step its missing marker, with the content of the one present: a run
-    /// killed between the two writes of [`StepMarkers::write`] (or a node last run by an agent
-    /// that wrote only one name) would otherwise keep one marker forever, and an agent that
-    /// reads only the other name would run the step again (SPEC §8.7: both markers).
-    fn complete_pair(&self, fs: &HostFs) -> Result<(), HostFsError> {
-        let Some(legacy) = &self.legacy else {
-            return Ok(());
-        };
-        let done = |bytes: Option<Vec<u8>>| bytes.filter(|b| !markers::is_corrupt(b));
-        match (done(fs.read(&self.native)?), done(fs.read(legacy)?)) {
-            (Some(content), None) => fs.write_atomic(legacy, &content),
-            (None, Some(content)) => fs.write_atomic(&self.native, &content),
-            _ => Ok(()),
-        }
-    }
-
-    fn remove(&self, fs: &HostFs) -> Result<(), HostFsError> {
-        fs.remove_file(&self.native)?;
-        if let Some(legacy) = &self.legacy {
-            fs.remove_file(legacy)?;
-        }
-        Ok(())
-    }
 }
 
 /// Run `mode` of `config`. `Ok(())` means exit 0.
@@ -230,8 +101,7 @@ pub async fn run_stage(
     let fs = cx.fs;
     let flags = rt.flags_dir();
     // SPEC §8.1: START at the beginning of every stage run.
-    fs.write_atomic(&flags.join("START"), b"")
-        .map_err(state_err("writing START"))?;
+    state_flags::write_start(fs, &flags).map_err(state_err("writing START"))?;
     // SPEC §5: temp files of writes a killed run left behind are cleaned once they are old
     // enough that no live writer can own them (best effort), in every directory this stage
     // writes state into. Results are cleaned by their writer, interrupt markers by theirs.
@@ -247,12 +117,9 @@ pub async fn run_stage(
     if !mode.is_check() {
         // Steps in subdirectories, and the `/` of standard base64, nest legacy markers.
         for step in config.steps(mode) {
-            let legacy =
-                markers::legacy_marker_name(&step.path, &step.arguments, &step.returncodes);
-            if legacy.contains('/') && markers::legacy_name_fits(&legacy) {
-                if let Some(parent) = package_flags.join(legacy).parent() {
-                    dirs.insert(parent.to_path_buf());
-                }
+            let markers = StepMarkers::new(&package_flags, step);
+            if let Some(parent) = markers.legacy.as_deref().and_then(Path::parent) {
+                dirs.insert(parent.to_path_buf());
             }
         }
     }
@@ -260,11 +127,10 @@ pub async fn run_stage(
         fs.clean_stale_temps(dir);
     }
 
-    let all_checked = flags.join(format!("{mode}_ALL_CHECKED"));
     if mode.is_check() {
-        fs.remove_file(&all_checked).map_err(state_err(format!(
+        state_flags::remove_all_checked(fs, &flags, mode.as_str()).map_err(state_err(format!(
             "removing stale {}",
-            all_checked.display()
+            state_flags::all_checked_path(&flags, mode.as_str()).display()
         )))?;
     }
 
@@ -291,7 +157,7 @@ pub async fn run_stage(
         &rt.package_log_dir(&config.package_name, &config.package_version),
         steps.iter().map(|step| step.path.as_str()),
     );
-    let mut check_results: Vec<(String, bool)> = Vec::new();
+    let mut check_results: Vec<CheckResult> = Vec::new();
     release_free_memory();
 
     for step in steps {
@@ -299,15 +165,9 @@ pub async fn run_stage(
             return Err(StageError::Stopped);
         }
         let step_markers = StepMarkers::new(&flags_dir, step);
-        let decision = if mode.is_check() {
-            Decision::CheckStage
-        } else {
-            let completed = step_markers.completed(fs).map_err(state_err(format!(
-                "checking the markers of step {:?}",
-                step.path
-            )))?;
-            decide(mode, step, completed, rt.always_run_step)
-        };
+        let decision = decide_step(fs, mode, step, &step_markers, rt.always_run_step).map_err(
+            state_err(format!("checking the markers of step {:?}", step.path)),
+        )?;
         debug!(
             path = %step.path,
             decision = if decision.runs() { "run" } else { "skip" },
@@ -363,7 +223,10 @@ pub async fn run_stage(
             if let Some(e) = &failure {
                 warn!(path = %step.path, error = %Chain(e), "check failed");
             }
-            check_results.push((step.path.clone(), failure.is_some()));
+            check_results.push(CheckResult {
+                path: step.path.clone(),
+                passed: failure.is_none(),
+            });
         } else if failure.is_none() {
             // SPEC §8.7: markers before log retention, so a cleanup failure never loses a
             // completion.
@@ -394,17 +257,6 @@ pub async fn run_stage(
     finish_checks(cx, config, mode, &check_results).await
 }
 
-/// `STATE/locks/shared/check_results.lock`: held while `check_results` and
-/// `<MODE>_ALL_CHECKED` are written. Those two files are shared by every package under STATE
-/// (upstream layout); a package lock (`STATE/locks/<pkg>.lock`) cannot have this path, since a
-/// package name is one path component.
-pub fn check_results_lock_path(state_dir: &Path) -> PathBuf {
-    state_dir
-        .join("locks")
-        .join("shared")
-        .join("check_results.lock")
-}
-
 /// Give the memory freed since start-up back to the system before the steps run. Each step
 /// is started by `fork(2)` (the chroot needs code between fork and exec), which copies the
 /// page tables of every resident page of the agent, and the step's `exec` tears them down:
@@ -412,9 +264,7 @@ pub fn check_results_lock_path(state_dir: &Path) -> PathBuf {
 /// of that package pay for it (about 0.1 ms per step per 4 MiB here).
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap memory to the system and touches no memory
-    // the program uses; it takes malloc's own locks, like any allocation. No safe wrapper
-    // exists (a glibc extension).
+    // SAFETY: malloc_trim only returns free heap memory to the system.
     unsafe {
         libc::malloc_trim(0);
     }
@@ -427,7 +277,7 @@ async fn finish_checks(
     cx: &StageContext<'_>,
     config: &PackageConfig,
     mode: Mode,
-    results: &[(String, bool)],
+    results: &[CheckResult],
 ) -> Result<(), StageError> {
     if !mode.is_check() {
         return Ok(());
@@ -435,15 +285,14 @@ async fn finish_checks(
     let fs = cx.fs;
     let rt = cx.runtime;
     let flags = rt.flags_dir();
-    let all_checked = flags.join(format!("{mode}_ALL_CHECKED"));
     // Zero steps: no pair to write, only the history record (SPEC §8.1).
     let _lock = if results.is_empty() {
         None
     } else {
         let lock = locks::acquire(
             fs,
-            &check_results_lock_path(&rt.state_dir),
-            crate::interrupt::runner::read_boot_id(fs).ok().as_deref(),
+            &state_flags::check_results_lock_path(&rt.state_dir),
+            read_boot_id(fs).ok().as_deref(),
             &cx.exec.cancel.stop,
         )
         .await
@@ -451,25 +300,22 @@ async fn finish_checks(
             LockError::Stopped => StageError::Stopped,
             e => StageError::CheckLock(e),
         })?;
-        let mut text = String::new();
-        for (i, (path, failed)) in results.iter().enumerate() {
-            if i > 0 {
-                text.push('\n');
-            }
-            let _ = write!(text, "{path} {}", if *failed { "True" } else { "False" });
-        }
-        fs.write_atomic(&flags.join("check_results"), text.as_bytes())
+        state_flags::write_check_results(fs, &flags, results)
             .map_err(state_err("writing check_results"))?;
         let failed: Vec<String> = results
             .iter()
-            .filter(|(_, f)| *f)
-            .map(|(p, _)| p.clone())
+            .filter(|r| !r.passed)
+            .map(|r| r.path.clone())
             .collect();
         if !failed.is_empty() {
             // Another package's check stage may have passed since this one started; its
             // ALL_CHECKED must not stand beside these results.
-            fs.remove_file(&all_checked)
-                .map_err(state_err(format!("removing {}", all_checked.display())))?;
+            state_flags::remove_all_checked(fs, &flags, mode.as_str()).map_err(state_err(
+                format!(
+                    "removing {}",
+                    state_flags::all_checked_path(&flags, mode.as_str()).display()
+                ),
+            ))?;
             return Err(StageError::ChecksFailed {
                 mode,
                 failed: failed.len(),
@@ -505,7 +351,7 @@ async fn finish_checks(
         }
     }
     if !results.is_empty() {
-        fs.write_atomic(&all_checked, b"")
+        state_flags::write_all_checked(fs, &flags, mode.as_str())
             .map_err(state_err(format!("writing {mode}_ALL_CHECKED")))?;
     }
     Ok(())
@@ -524,58 +370,26 @@ async fn run_step(
     let fs = cx.fs;
     let root = fs.root();
 
-    // SPEC §8.5: `env:NAME` arguments come from the agent's environment; collect every
-    // missing name before failing.
-    let mut args: Vec<String> = Vec::with_capacity(step.arguments.len() + 2);
-    let mut missing = Vec::new();
-    for arg in &step.arguments {
-        match arg.strip_prefix("env:") {
-            Some(name) => match lookup(cx.base_env, name) {
-                Some(value) => args.push(value.to_string_lossy().into_owned()),
-                None => missing.push(name.to_owned()),
-            },
-            None => args.push(arg.clone()),
-        }
-    }
-    if !missing.is_empty() {
+    // SPEC §8.5: `env:NAME` arguments come from the agent's environment; every missing
+    // name is reported before failing. SPEC §8.9: upgrade steps get `[previous, current]`.
+    let resolved = arguments(step, cx.base_env, versions);
+    if !resolved.missing.is_empty() {
         report.push(OperationResult::not_started(
             &step.path,
-            format!("missing environment variables: {}", missing.join(", ")),
+            format!(
+                "missing environment variables: {}",
+                resolved.missing.join(", ")
+            ),
         ));
         return Err(StageError::MissingEnv {
             path: step.path.clone(),
-            missing,
+            missing: resolved.missing,
         });
     }
-    // SPEC §8.9: upgrade steps get `[previous, current]` appended.
-    if let Some(extra) = versions.filter(|_| step.upgrade_step) {
-        args.extend(extra.iter().cloned());
-    }
+    let paths = StepPaths::new(root, cx.copy_dir, step);
+    let step_file_real = &paths.file;
 
-    // SPEC §8.4: host steps see host-absolute paths inside the chroot; other steps see the
-    // paths under ROOT from the agent's container.
-    let package_real = join_under(root, cx.copy_dir);
-    let skyhook_dir_host = cx.copy_dir.join("skyhook_dir");
-    let step_file_real = package_real.join("skyhook_dir").join(&step.path);
-    let (program, cwd, step_root, skyhook_dir, chroot) = if step.on_host {
-        (
-            skyhook_dir_host.join(&step.path),
-            cx.copy_dir.to_path_buf(),
-            skyhook_dir_host,
-            cx.copy_dir.to_path_buf(),
-            (root != Path::new("/")).then(|| root.to_path_buf()),
-        )
-    } else {
-        (
-            step_file_real.clone(),
-            package_real.clone(),
-            package_real.join("skyhook_dir"),
-            package_real.clone(),
-            None,
-        )
-    };
-
-    make_executable(&step_file_real, root).map_err(|e| match e {
+    make_executable(step_file_real, root).map_err(|e| match e {
         ExecBits::NotRegular => StageError::StepFile {
             path: step.path.clone(),
             file: step_file_real.display().to_string(),
@@ -593,26 +407,17 @@ async fn run_step(
     })?;
 
     let mut env: Vec<(OsString, OsString)> = cx.base_env.to_vec();
-    let mut set = |k: &str, v: &OsStr| {
-        env.retain(|(name, _)| name != k);
-        env.push((k.into(), v.to_owned()));
-    };
-    for (k, v) in &step.env {
-        set(k, OsStr::new(v));
+    for (k, v) in paths.env_overrides(step, versions) {
+        env.retain(|(name, _)| name.as_os_str() != k.as_str());
+        env.push((k.into(), v));
     }
-    if let Some([previous, current]) = versions {
-        set("PREVIOUS_VERSION", OsStr::new(previous));
-        set("CURRENT_VERSION", OsStr::new(current));
-    }
-    set("STEP_ROOT", step_root.as_os_str());
-    set("SKYHOOK_DIR", skyhook_dir.as_os_str());
 
     let spec = ProcessSpec {
-        program,
-        args,
+        program: paths.program,
+        args: resolved.values,
         env,
-        cwd,
-        chroot,
+        cwd: paths.cwd,
+        chroot: paths.chroot,
         first_signal: FirstSignal::Finish,
     };
     // SPEC §8.10: only a refused log path stops the stage; a log that cannot be created or
@@ -660,7 +465,7 @@ async fn run_step(
     if outcome.timed_out {
         return Err(StageError::TimedOut {
             path: step.path.clone(),
-            seconds: crate::interrupt::runner::format_seconds(cx.exec.timeout),
+            seconds: crate::host::runtime::format_seconds(cx.exec.timeout),
         });
     }
     if status == Status::Failed {
@@ -671,18 +476,6 @@ async fn run_step(
         });
     }
     Ok(())
-}
-
-fn lookup<'e>(env: &'e [(OsString, OsString)], name: &str) -> Option<&'e OsStr> {
-    env.iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_os_str())
-}
-
-/// `<R>path` for a host-absolute path.
-pub fn join_under(root: &Path, host_path: &Path) -> PathBuf {
-    root.join(host_path.strip_prefix("/").unwrap_or(host_path))
 }
 
 enum ExecBits {
@@ -714,6 +507,3 @@ fn make_executable(file: &Path, root: &Path) -> Result<(), ExecBits> {
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests;

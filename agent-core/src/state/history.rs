@@ -11,10 +11,10 @@ use crate::compat::timestamp::rfc3339_nano;
 use crate::host::fs::{HostFs, HostFsError};
 
 /// The version an upgrade starts from when history is missing, empty or corrupt.
-pub const UNKNOWN_VERSION: &str = "unknown";
+pub(crate) const UNKNOWN_VERSION: &str = "unknown";
 
 /// SPEC §8.9: the ledger keeps at most this many entries, newest first.
-pub const MAX_ENTRIES: usize = 100;
+pub(crate) const MAX_ENTRIES: usize = 100;
 
 /// The ledger as the Python agent writes it (`{"current-version": ..., "history": [...]}`).
 /// Field order is the output order; keys this agent does not know (another agent's additions)
@@ -42,14 +42,95 @@ struct Entry {
     extra: Map<String, Value>,
 }
 
+/// One entry of the ledger as `agent status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub version: String,
+    pub time: String,
+}
+
+/// The ledger as read without side effects (`agent status`, `agent plan`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    pub current_version: Option<String>,
+    pub entries: Vec<HistoryEntry>,
+    /// Set when the file exists but cannot be used.
+    pub problem: Option<String>,
+    /// Not JSON of the ledger's shape: the next run that reads it moves it to `.backup`.
+    pub corrupt: bool,
+}
+
+impl History {
+    /// The previous version an upgrade would see (SPEC §8.9): `current-version`, else
+    /// `unknown`.
+    pub fn previous_version(&self) -> String {
+        self.current_version
+            .clone()
+            .unwrap_or_else(|| UNKNOWN_VERSION.to_owned())
+    }
+}
+
+/// What the bytes of a ledger file hold.
+enum Parsed {
+    /// Empty or whitespace only: "unknown", kept as it is.
+    Blank,
+    Ledger(Ledger),
+    Corrupt(serde_json::Error),
+}
+
+/// SPEC §8.9 formats: this agent's indented JSON and the Python agent's compact one.
+fn parse(bytes: &[u8]) -> Parsed {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Parsed::Blank;
+    }
+    match serde_json::from_slice::<Ledger>(bytes) {
+        Ok(ledger) => Parsed::Ledger(ledger),
+        Err(err) => Parsed::Corrupt(err),
+    }
+}
+
+/// SPEC §5: an empty value means "unknown", never a version.
+fn known(version: Option<String>) -> Option<String> {
+    version.filter(|version| !version.trim().is_empty())
+}
+
 /// The `current-version` recorded in history, or `None` when the file is missing, empty or
 /// corrupt (a corrupt file is renamed to `<file>.backup` with a warning).
 pub fn current_version(fs: &HostFs, file: &Path) -> Result<Option<String>, HostFsError> {
     let ledger = load(fs, file)?;
-    // SPEC §5: an empty value means "unknown", never a version.
-    Ok(ledger
-        .and_then(|ledger| ledger.current_version)
-        .filter(|version| !version.trim().is_empty()))
+    Ok(known(ledger.and_then(|ledger| ledger.current_version)))
+}
+
+/// Read the ledger without moving a corrupt file aside: reading state never repairs it
+/// (`agent status` and `agent plan` report; the next run that needs the file moves it).
+pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
+    let Some(bytes) = fs.read(file)? else {
+        return Ok(History::default());
+    };
+    Ok(match parse(&bytes) {
+        Parsed::Blank => History {
+            problem: Some("the history file is empty".into()),
+            ..History::default()
+        },
+        Parsed::Ledger(ledger) => History {
+            current_version: known(ledger.current_version),
+            entries: ledger
+                .history
+                .into_iter()
+                .map(|e| HistoryEntry {
+                    version: e.version,
+                    time: e.time,
+                })
+                .collect(),
+            problem: None,
+            corrupt: false,
+        },
+        Parsed::Corrupt(e) => History {
+            problem: Some(format!("the history file is corrupt: {e}")),
+            corrupt: true,
+            ..History::default()
+        },
+    })
 }
 
 /// Prepend `{"version": version, "time": now}` and set `current-version` (cap 100 entries).
@@ -78,12 +159,10 @@ fn load(fs: &HostFs, file: &Path) -> Result<Option<Ledger>, HostFsError> {
     let Some(bytes) = fs.read(file)? else {
         return Ok(None);
     };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    match serde_json::from_slice::<Ledger>(&bytes) {
-        Ok(ledger) => Ok(Some(ledger)),
-        Err(err) => {
+    match parse(&bytes) {
+        Parsed::Blank => Ok(None),
+        Parsed::Ledger(ledger) => Ok(Some(ledger)),
+        Parsed::Corrupt(err) => {
             let backup = backup_path(file)?;
             fs.rename(file, &backup)?;
             tracing::warn!(
@@ -375,5 +454,29 @@ mod tests {
             std::fs::read_to_string(outside.path().join("target")).unwrap(),
             PYTHON_LEDGER
         );
+    }
+
+    #[test]
+    fn history_is_read_without_moving_a_corrupt_file() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::new(root.path());
+        let file = Path::new("/h/pkg.json");
+        assert_eq!(inspect(&fs, file).unwrap(), History::default());
+        std::fs::create_dir_all(root.path().join("h")).unwrap();
+        std::fs::write(
+            root.path().join("h/pkg.json"),
+            r#"{"current-version": "1.0.0", "history": [{"version": "1.0.0", "time": "2026-11-30T10:28:09.400130+00:00"}]}"#,
+        )
+        .unwrap();
+        let h = inspect(&fs, file).unwrap();
+        assert_eq!(h.current_version.as_deref(), Some("1.0.0"));
+        assert_eq!(h.entries[0].time, "2026-11-30T10:28:09.400130+00:00");
+        assert_eq!(h.previous_version(), "1.0.0");
+        std::fs::write(root.path().join("h/pkg.json"), "{").unwrap();
+        let h = inspect(&fs, file).unwrap();
+        assert!(h.corrupt && h.problem.is_some());
+        assert_eq!(h.previous_version(), "unknown");
+        assert!(root.path().join("h/pkg.json").exists(), "left in place");
+        assert!(!root.path().join("h/pkg.json.backup").exists());
     }
 }

@@ -18,7 +18,7 @@ use crate::compat::timestamp::{format_log_stamp, log_stamp, parse_log_stamp};
 use crate::host::fs::{HostFs, HostFsError};
 
 /// How many logs of one step (or interrupt) are kept.
-pub const RETAINED_LOGS: usize = 5;
+pub(crate) const RETAINED_LOGS: usize = 5;
 
 /// A freshly created log file.
 #[derive(Debug)]
@@ -305,7 +305,7 @@ impl StepLogs {
 
 /// An error and its causes on one line (`creating directory /var/log/x: Read-only file
 /// system (os error 30)`): SPEC §5 wants the OS cause in every message about a file.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -319,7 +319,7 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
 /// Whether a failure to create or prune a log is a refusal of the host's layout (a symbolic
 /// link, a path leaving ROOT or its directory), which stops the run as for any state path
 /// (SPEC §5), rather than log trouble (SPEC §8.10), which does not.
-pub fn is_refusal(err: &HostFsError) -> bool {
+pub(crate) fn is_refusal(err: &HostFsError) -> bool {
     matches!(
         err,
         HostFsError::SymbolicLink { .. }

@@ -1,10 +1,18 @@
 //! Step completion markers: the legacy name and the Go fingerprint name (SPEC §8.7).
 //!
 //! Nodes upgraded from either upstream agent already carry these markers, and a step they mark
-//! must not run again, so the names are those agents' names byte for byte. Only names and
-//! contents live here; reading and writing them goes through the rooted host I/O.
+//! must not run again, so the names are those agents' names byte for byte. [`StepMarkers`] is
+//! the one reader and writer of a step's two markers; `is_done` is the completion rule every
+//! marker (step or interrupt) is read by.
 
-use crate::compat::{gojson, pyrepr};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use tracing::warn;
+
+use crate::compat::{gojson, pyrepr, timestamp};
+use crate::host::fs::{HostFs, HostFsError};
+use crate::package::step::Step;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::collections::BTreeMap;
@@ -31,7 +39,7 @@ pub fn legacy_marker_name(path: &str, arguments: &[String], returncodes: &[i64])
 ///
 /// Long arguments make a base64 component longer than `NAME_MAX`; the Python agent crashed
 /// there, this agent skips the legacy marker instead and relies on the native one.
-pub fn legacy_name_fits(name: &str) -> bool {
+pub(crate) fn legacy_name_fits(name: &str) -> bool {
     // SPEC §8.7: a component over 255 bytes means no legacy marker.
     name.split('/').all(|component| component.len() <= NAME_MAX)
 }
@@ -56,24 +64,9 @@ pub fn native_marker_name(
 ///
 /// Both upstream agents only test for existence; the contents are for operators, in the Go
 /// agent's format (lowercase booleans, no trailing newline).
-pub fn marker_contents(last_run_rfc3339: &str, always_runs: bool) -> String {
+pub(crate) fn marker_contents(last_run_rfc3339: &str, always_runs: bool) -> String {
     // SPEC §8.7: `last_run: <ts>\nstep_always_runs: true|false`.
     format!("last_run: {last_run_rfc3339}\nstep_always_runs: {always_runs}")
-}
-
-/// Marker of a completed interrupt operation, shared with both upstream agents (SPEC §9.3).
-pub fn interrupt_complete_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.complete")
-}
-
-/// Marker of an after-reboot operation waiting for the boot ID to change (SPEC §9.4).
-pub fn interrupt_pending_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.pending")
-}
-
-/// Reboot loop guard counter; upstream agents ignore this file (SPEC §9.6).
-pub fn interrupt_attempts_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.attempts")
 }
 
 /// Go's `filepath.Base` on Unix: the last element, trailing slashes ignored.
@@ -86,6 +79,95 @@ fn go_base(path: &str) -> &str {
         return "/";
     }
     trimmed.rsplit('/').next().unwrap_or(trimmed)
+}
+
+/// The two completion markers of one step (SPEC §8.7), as host paths.
+#[derive(Debug, Clone)]
+pub struct StepMarkers {
+    /// `None` when a component of the legacy name would exceed 255 bytes.
+    pub legacy: Option<PathBuf>,
+    pub native: PathBuf,
+}
+
+impl StepMarkers {
+    pub fn new(flags_dir: &Path, step: &Step) -> Self {
+        let legacy = legacy_marker_name(&step.path, &step.arguments, &step.returncodes);
+        let native = native_marker_name(
+            &step.path,
+            &step.arguments,
+            &step.returncodes,
+            &step.env,
+            step.on_host,
+        );
+        Self {
+            legacy: legacy_name_fits(&legacy).then(|| flags_dir.join(legacy)),
+            native: flags_dir.join(native),
+        }
+    }
+
+    /// Either marker, as a non-empty regular file, means completed; anything else at a marker
+    /// path is an error.
+    pub fn completed(&self, fs: &HostFs) -> Result<bool, HostFsError> {
+        if is_done(fs, &self.native)? {
+            return Ok(true);
+        }
+        match &self.legacy {
+            Some(legacy) => is_done(fs, legacy),
+            None => Ok(false),
+        }
+    }
+
+    /// The markers of this step that exist as regular files (corrupt ones too), legacy first;
+    /// anything else at a marker path is an error.
+    pub fn present(&self, fs: &HostFs) -> Result<Vec<&Path>, HostFsError> {
+        let mut present = Vec::new();
+        for marker in self.legacy.iter().chain(std::iter::once(&self.native)) {
+            if fs.is_file(marker)? {
+                present.push(marker.as_path());
+            }
+        }
+        Ok(present)
+    }
+
+    /// Write both markers (the legacy one only when its name fits).
+    pub fn write(&self, fs: &HostFs, step: &Step, now: SystemTime) -> Result<(), HostFsError> {
+        let contents = marker_contents(&timestamp::rfc3339_nano(now), step.idempotence_disabled);
+        fs.write_atomic(&self.native, contents.as_bytes())?;
+        if let Some(legacy) = &self.legacy {
+            fs.write_atomic(legacy, contents.as_bytes())?;
+        } else {
+            warn!(
+                path = %step.path,
+                "legacy marker name would exceed 255 bytes; only the native marker records completion"
+            );
+        }
+        Ok(())
+    }
+
+    /// Give a completed step its missing marker, with the content of the one present: a run
+    /// killed between the two writes of [`StepMarkers::write`] (or a node last run by an agent
+    /// that wrote only one name) would otherwise keep one marker forever, and an agent that
+    /// reads only the other name would run the step again (SPEC §8.7: both markers).
+    pub fn complete_pair(&self, fs: &HostFs) -> Result<(), HostFsError> {
+        let Some(legacy) = &self.legacy else {
+            return Ok(());
+        };
+        let done = |bytes: Option<Vec<u8>>| bytes.filter(|b| !is_corrupt(b));
+        match (done(fs.read(&self.native)?), done(fs.read(legacy)?)) {
+            (Some(content), None) => fs.write_atomic(legacy, &content),
+            (None, Some(content)) => fs.write_atomic(&self.native, &content),
+            _ => Ok(()),
+        }
+    }
+
+    /// Remove both markers.
+    pub fn remove(&self, fs: &HostFs) -> Result<(), HostFsError> {
+        fs.remove_file(&self.native)?;
+        if let Some(legacy) = &self.legacy {
+            fs.remove_file(legacy)?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -201,40 +283,20 @@ mod tests {
             "last_run: 2026-01-02T03:04:05Z\nstep_always_runs: true"
         );
     }
-
-    #[test]
-    fn interrupt_marker_names() {
-        assert_eq!(
-            interrupt_complete_name("node_restart", 0),
-            "node_restart_0.complete"
-        );
-        assert_eq!(
-            interrupt_pending_name("node_restart", 0),
-            "node_restart_0.pending"
-        );
-        assert_eq!(
-            interrupt_attempts_name("node_restart", 0),
-            "node_restart_0.attempts"
-        );
-        assert_eq!(
-            interrupt_complete_name("service_restart", 12),
-            "service_restart_12.complete"
-        );
-    }
 }
 
 /// SPEC §5, §8.7: a completion marker that is empty, whitespace only, or holds a NUL byte is
 /// corrupt. A writer killed mid-write (a non-atomic agent) leaves it empty; XFS leaves a file
 /// whose data never reached the disk before a crash full of NULs. Any other content counts:
 /// every upstream writer puts `last_run: …` there, but only existence was ever checked.
-pub fn is_corrupt(content: &[u8]) -> bool {
+pub(crate) fn is_corrupt(content: &[u8]) -> bool {
     content.iter().all(u8::is_ascii_whitespace) || content.contains(&0)
 }
 
 /// Whether the marker at `path` records a completion (SPEC §5, §8.7, §9.3): a regular file
 /// that is not [corrupt](is_corrupt). A corrupt one means "unknown": the safe action, running
 /// again, is taken with a warning. Anything other than a regular file at the path is an error.
-pub fn is_done(
+pub(crate) fn is_done(
     fs: &crate::host::fs::HostFs,
     path: &std::path::Path,
 ) -> Result<bool, crate::host::fs::HostFsError> {

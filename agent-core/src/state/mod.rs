@@ -1,6 +1,8 @@
 //! Every file the agent keeps on the host: markers, history, results, logs, locks, status.
 
-pub mod history;
+pub(crate) mod flags;
+pub(crate) mod history;
+pub mod interrupt_markers;
 pub mod locks;
 pub mod logs;
 pub mod markers;

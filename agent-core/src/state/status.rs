@@ -12,11 +12,12 @@ use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::host::fs::{HostFs, HostFsError, is_temp_name};
+use crate::host::boot::read_boot_id;
+use crate::host::fs::{HostFs, is_temp_name};
+use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
-use crate::interrupt::runner;
-use crate::package::identity::ResourceId;
-use crate::state::history::UNKNOWN_VERSION;
+use crate::state::flags::{self as state_flags, CheckResult};
+use crate::state::history::{self, History, HistoryEntry};
 use crate::state::locks::{self, Holder};
 use crate::state::results::{self, RunRecord};
 
@@ -98,13 +99,6 @@ pub struct HostStatus {
     pub problems: Vec<String>,
 }
 
-/// One line of `check_results`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckResult {
-    pub path: String,
-    pub passed: bool,
-}
-
 /// One package found under STATE.
 #[derive(Debug, Clone, Serialize)]
 pub struct PackageStatus {
@@ -123,13 +117,6 @@ pub struct PackageStatus {
     pub interrupts: Vec<InterruptStatus>,
     /// The most recent results record of any version and mode.
     pub last_run: Option<RunRecord>,
-}
-
-/// One entry of the history ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct HistoryEntry {
-    pub version: String,
-    pub time: String,
 }
 
 /// Markers and results records of one package version.
@@ -171,64 +158,10 @@ pub struct InterruptOperation {
     pub loop_guard_refuses: bool,
 }
 
-/// The history ledger as read without side effects.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct History {
-    pub current_version: Option<String>,
-    pub entries: Vec<HistoryEntry>,
-    /// Set when the file exists but cannot be used.
-    pub problem: Option<String>,
-    /// Not JSON of the ledger's shape: the next run that reads it moves it to `.backup`.
-    pub corrupt: bool,
-}
-
-#[derive(serde::Deserialize)]
-struct Ledger {
-    #[serde(rename = "current-version", default)]
-    current_version: Option<String>,
-    #[serde(default)]
-    history: Vec<HistoryEntry>,
-}
-
-/// Read `STATE/history/<pkg>.json` without moving a corrupt file aside (SPEC §8.9 formats:
-/// this agent's indented JSON and the Python agent's compact one).
-pub fn read_history(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
-    let Some(bytes) = fs.read(file)? else {
-        return Ok(History::default());
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(History {
-            problem: Some("the history file is empty".into()),
-            ..History::default()
-        });
-    }
-    Ok(match serde_json::from_slice::<Ledger>(&bytes) {
-        Ok(ledger) => History {
-            current_version: ledger.current_version.filter(|v| !v.trim().is_empty()),
-            entries: ledger.history,
-            problem: None,
-            corrupt: false,
-        },
-        Err(e) => History {
-            problem: Some(format!("the history file is corrupt: {e}")),
-            corrupt: true,
-            ..History::default()
-        },
-    })
-}
-
-/// The previous version an upgrade would see (SPEC §8.9): `current-version`, else `unknown`.
-pub fn previous_version(history: &History) -> String {
-    history
-        .current_version
-        .clone()
-        .unwrap_or_else(|| UNKNOWN_VERSION.to_owned())
-}
-
 /// Where the operator's layout keeps STATE (`/var/lib/skyhook/<skyhook>`) and LOGS
 /// (`/var/log/skyhook/<skyhook>`).
-pub const OPERATOR_STATE_PARENT: &str = "/var/lib/skyhook";
-pub const OPERATOR_LOG_PARENT: &str = "/var/log/skyhook";
+pub(crate) const OPERATOR_STATE_PARENT: &str = "/var/lib/skyhook";
+pub(crate) const OPERATOR_LOG_PARENT: &str = "/var/log/skyhook";
 
 /// Entries a STATE directory of this agent or its predecessors holds.
 const STATE_ENTRIES: &[&str] = &["flags", "history", "results", "interrupts", "locks"];
@@ -266,7 +199,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let flags = rt.flags_dir();
     let mut note = |what: &str, e: &dyn std::fmt::Display| problems.push(format!("{what}: {e}"));
 
-    let boot_id = match runner::read_boot_id(fs) {
+    let boot_id = match read_boot_id(fs) {
         Ok(id) => Some(id),
         Err(e) => {
             note("boot ID", &crate::host::errors::Chain(&e));
@@ -274,8 +207,8 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         }
     };
 
-    let check_results = match fs.read(&flags.join("check_results")) {
-        Ok(Some(bytes)) => parse_check_results(&String::from_utf8_lossy(&bytes)),
+    let check_results = match state_flags::read_check_results(fs, &flags) {
+        Ok(Some(results)) => results,
         Ok(None) => Vec::new(),
         Err(e) => {
             note("check results", &crate::host::errors::Chain(&e));
@@ -284,11 +217,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     };
 
     let flag_entries = list(fs, &flags, &mut note);
-    let all_checked = flag_entries
-        .iter()
-        .filter_map(|n| n.strip_suffix("_ALL_CHECKED"))
-        .map(str::to_owned)
-        .collect();
+    let all_checked = state_flags::all_checked_modes(&flag_entries);
 
     // Packages: step marker directories, history files, results records, interrupt resources.
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -380,7 +309,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
-        let history = match read_history(fs, &rt.history_file(&name)) {
+        let history = match history::inspect(fs, &rt.history_file(&name)) {
             Ok(h) => h,
             Err(e) => {
                 let reason = chain(&e);
@@ -619,19 +548,6 @@ fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
         .collect()
 }
 
-/// `<PATH> <True|False>` lines, `True` meaning that check failed (SPEC §8.8).
-fn parse_check_results(text: &str) -> Vec<CheckResult> {
-    text.lines()
-        .filter_map(|line| {
-            let (path, failed) = line.rsplit_once(' ')?;
-            Some(CheckResult {
-                path: path.to_owned(),
-                passed: failed != "True",
-            })
-        })
-        .collect()
-}
-
 fn list(
     fs: &HostFs,
     dir: &Path,
@@ -681,212 +597,6 @@ fn walk_files(
     }
 }
 
-/// Where the interrupt markers and lock of one resource live, and what to judge them by.
-struct InterruptScope<'a> {
-    dir: &'a Path,
-    rid: &'a str,
-    state_dir: &'a Path,
-    boot_id: Option<&'a str>,
-    max_attempts: u32,
-}
-
-fn interrupt_status(
-    fs: &HostFs,
-    scope: &InterruptScope<'_>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) -> InterruptStatus {
-    let InterruptScope {
-        dir,
-        rid,
-        boot_id,
-        max_attempts,
-        ..
-    } = *scope;
-    // Keyed by (type, index, name) so `kind_2` sorts before `kind_10`.
-    let mut stems: BTreeMap<(String, usize, String), BTreeSet<String>> = BTreeMap::new();
-    for name in list(fs, dir, note) {
-        if is_temp_name(&name) {
-            continue;
-        }
-        let Some((stem, ext)) = name.rsplit_once('.') else {
-            continue;
-        };
-        if !matches!(ext, "complete" | "pending" | "attempts") {
-            continue;
-        }
-        stems
-            .entry(operation_order(stem))
-            .or_default()
-            .insert(ext.to_owned());
-    }
-    // `Err` carries the reason a marker that exists cannot be read.
-    let read = |name: &str,
-                note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
-     -> Result<Option<String>, String> {
-        let path: PathBuf = dir.join(name);
-        match fs.read(&path) {
-            Ok(bytes) => Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned())),
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("interrupt marker {}", path.display()), &reason);
-                Err(reason)
-            }
-        }
-    };
-    let mut operations = Vec::new();
-    for ((_, _, stem), exts) in stems {
-        let attempts = exts
-            .contains("attempts")
-            .then(|| read(&format!("{stem}.attempts"), note).ok().flatten())
-            .flatten()
-            .and_then(|text| runner::parse_attempts(&text, boot_id?));
-        let op = if exts.contains("complete") {
-            let (state, detail) = match read(&format!("{stem}.complete"), note) {
-                Err(reason) => (
-                    "unreadable",
-                    format!("the completion marker cannot be read: {reason}"),
-                ),
-                Ok(content) => {
-                    let content = content.unwrap_or_default();
-                    if crate::state::markers::is_corrupt(content.as_bytes()) {
-                        (
-                            "unknown",
-                            "corrupt completion marker: the next run does the operation again"
-                                .to_owned(),
-                        )
-                    } else {
-                        ("complete", content)
-                    }
-                }
-            };
-            InterruptOperation {
-                operation: stem,
-                state: state.into(),
-                detail,
-                pending_boot_id: None,
-                attempts: None,
-                loop_guard_refuses: false,
-            }
-        } else if exts.contains("pending") {
-            let (state, pending, detail) = match read(&format!("{stem}.pending"), note) {
-                Err(reason) => (
-                    "unreadable",
-                    None,
-                    format!("the pending marker cannot be read: {reason}"),
-                ),
-                Ok(content) => {
-                    let content = content.unwrap_or_default();
-                    let pending = content
-                        .strip_prefix("boot-id:")
-                        .map(str::trim)
-                        .filter(|b| !b.is_empty())
-                        .map(str::to_owned);
-                    let detail = pending_words(
-                        pending.as_deref(),
-                        &content,
-                        boot_id,
-                        attempts,
-                        max_attempts,
-                    );
-                    ("pending", pending, detail)
-                }
-            };
-            let rebooted_since = pending.is_some() && pending.as_deref() != boot_id;
-            InterruptOperation {
-                operation: stem,
-                state: state.into(),
-                detail,
-                loop_guard_refuses: !rebooted_since && attempts.unwrap_or(0) >= max_attempts,
-                pending_boot_id: pending,
-                attempts,
-            }
-        } else {
-            InterruptOperation {
-                operation: stem,
-                state: "pending".into(),
-                detail: format!(
-                    "reboot attempts recorded ({} of {max_attempts} in this boot), no pending \
-                     marker",
-                    attempts.unwrap_or(0)
-                ),
-                pending_boot_id: None,
-                loop_guard_refuses: attempts.unwrap_or(0) >= max_attempts,
-                attempts,
-            }
-        };
-        operations.push(op);
-    }
-    let lock = lock_holder(fs, &locks::interrupt_lock_path(scope.state_dir, rid), note);
-    let status = if lock.is_some() {
-        Verdict::Running
-    } else if operations.iter().any(operation_failed) {
-        Verdict::Error
-    } else if operations.iter().any(|op| op.state == "pending") {
-        Verdict::RebootPending
-    } else {
-        Verdict::Done
-    };
-    InterruptStatus {
-        resource_id: rid.to_owned(),
-        status,
-        lock,
-        operations,
-    }
-}
-
-/// A marker that cannot be trusted, or a pending reboot the loop guard will refuse to repeat.
-fn operation_failed(op: &InterruptOperation) -> bool {
-    match op.state.as_str() {
-        "complete" => false,
-        "pending" => op.loop_guard_refuses,
-        _ => true,
-    }
-}
-
-/// A pending reboot in words: which boot asked for it, whether the host has booted since,
-/// and how many of the loop guard's attempts are spent.
-fn pending_words(
-    pending: Option<&str>,
-    content: &str,
-    current: Option<&str>,
-    attempts: Option<u32>,
-    max: u32,
-) -> String {
-    let spent = attempts.unwrap_or(0);
-    match (pending, current) {
-        (Some(p), Some(now)) if p != now => format!(
-            "reboot requested in boot {}; the host has booted since (now boot {}): the next \
-             interrupt run marks it complete",
-            short_id(p),
-            short_id(now)
-        ),
-        (Some(p), Some(_)) if spent >= max => format!(
-            "reboot requested in boot {}, waiting for a new boot (attempts {spent} of {max}): \
-             the loop guard refuses another reboot in this boot",
-            short_id(p)
-        ),
-        (Some(p), Some(_)) => format!(
-            "reboot requested in boot {}, waiting for a new boot (attempts {spent} of {max})",
-            short_id(p)
-        ),
-        (Some(p), None) => format!(
-            "reboot requested in boot {}; the current boot ID cannot be read",
-            short_id(p)
-        ),
-        (None, _) => {
-            format!("malformed pending marker {content:?}: the next run replaces it and reboots")
-        }
-    }
-}
-
-/// A boot ID short enough to read (`3f9c1a2b…`); the full one is in `--format json`.
-fn short_id(id: &str) -> String {
-    match id.char_indices().nth(8) {
-        Some((i, _)) => format!("{}…", &id[..i]),
-        None => id.to_owned(),
-    }
-}
-
 /// Who holds a lock, noting a lock that cannot be probed.
 fn lock_holder(
     fs: &HostFs,
@@ -903,23 +613,17 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     crate::host::errors::Chain(e).to_string()
 }
 
-/// `(type, index, stem)` of `<TYPE>_<i>`; `(stem, 0, stem)` for an unindexed marker.
-fn operation_order(stem: &str) -> (String, usize, String) {
-    match stem.rsplit_once('_') {
-        Some((kind, i)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => (
-            kind.to_owned(),
-            i.parse().unwrap_or(usize::MAX),
-            stem.to_owned(),
-        ),
-        _ => (stem.to_owned(), 0, stem.to_owned()),
-    }
-}
-
 /// RFC 3339 times as instants: Go's `RFC3339Nano` trims trailing zeros, so the strings do not
 /// sort as text.
 fn sort_time(t: &str) -> i128 {
     OffsetDateTime::parse(t, &Rfc3339).map_or(i128::MIN, OffsetDateTime::unix_timestamp_nanos)
 }
+
+mod interrupts;
+
+use interrupts::{InterruptScope, interrupt_status, operation_failed};
+#[cfg(test)]
+use interrupts::{operation_order, short_id};
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ use std::process::Command;
 use proptest::prelude::*;
 
 use super::*;
+use std::time::SystemTime;
 
 fn host() -> (tempfile::TempDir, HostFs) {
     let dir = tempfile::tempdir().unwrap();
@@ -338,10 +339,42 @@ fn temp_names_are_recognized_and_fit_name_max() {
         ".START.tmp.x.ab",
         "START.tmp.1.ab",
         ".a.tmp.1.zz",
+        ".skyhook-tmp-x-0",
+        ".skyhook-partial-1-",
+        "skyhook-tmp-1-0",
     ] {
         assert!(!is_temp_name(not_temp), "{not_temp}");
     }
     assert!(is_temp_name(".history.json.tmp.1.00ff"));
+    // Earlier releases' pre-flight: one scheme, so every reader and cleaner knows them.
+    assert!(is_temp_name(".skyhook-tmp-7-0"));
+    assert!(is_temp_name(".skyhook-partial-7-12"));
+}
+
+#[test]
+fn stale_temp_files_and_partial_copies_are_removed_young_ones_and_links_kept() {
+    let (dir, fs) = host();
+    let flags = dir.path().join("flags");
+    std::fs::create_dir_all(flags.join(".skyhook-partial-1-0/sub")).unwrap();
+    std::fs::write(flags.join(".skyhook-partial-1-0/sub/f"), "x").unwrap();
+    std::fs::write(flags.join(".START.tmp.1.ab"), "half").unwrap();
+    std::fs::write(flags.join("START"), "").unwrap();
+    std::os::unix::fs::symlink("/nowhere", flags.join(".m.tmp.2.cd")).unwrap();
+    assert_eq!(fs.clean_stale_temps(Path::new("/flags")), 0, "all young");
+    assert_eq!(
+        fs.clean_temps_older_than(Path::new("/flags"), Duration::ZERO),
+        2
+    );
+    let mut left: Vec<_> = std::fs::read_dir(&flags)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [".m.tmp.2.cd", "START"],
+        "a link is never one of ours"
+    );
 }
 
 #[test]

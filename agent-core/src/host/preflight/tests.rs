@@ -1,4 +1,7 @@
 use super::*;
+use std::fs::{File, Permissions};
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::{Duration, SystemTime};
 
 use std::os::unix::fs::symlink;
 
@@ -882,4 +885,51 @@ fn resolution_through_a_file_is_an_error() {
     write(&s.root.join("etc"), "", 0o644);
     let err = resolve_in_root(&s.root, &["etc".into(), "x".into()]).unwrap_err();
     assert_eq!(err.to_string(), "/etc is not a directory");
+}
+
+mod link_tests {
+    use super::*;
+
+    #[test]
+    fn package_copy_refuses_a_link_out_of_root_on_the_way() {
+        let base = tempfile::tempdir().unwrap();
+        let (root, outside, data) = (
+            base.path().join("root"),
+            base.path().join("outside"),
+            base.path().join("data"),
+        );
+        for d in [&root.join("var/lib"), &outside, &data] {
+            fs::create_dir_all(d).unwrap();
+        }
+        fs::write(data.join("config.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("var/lib/skyhook")).unwrap();
+        let err = ensure_package_data(
+            &root,
+            Path::new("/var/lib/skyhook/sk1/pkg"),
+            &data,
+            &base.path().join("no-node-files"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/var/lib/skyhook is a symbolic link that resolves outside the host root"
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn package_dir_behind_a_link_inside_root_is_used() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("root");
+        fs::create_dir_all(root.join("data/skyhook/pkg")).unwrap();
+        fs::create_dir_all(root.join("var/lib")).unwrap();
+        std::os::unix::fs::symlink("../../data/skyhook", root.join("var/lib/skyhook")).unwrap();
+        ensure_package_data(
+            &root,
+            Path::new("/var/lib/skyhook/pkg"),
+            &base.path().join("no-data"),
+            &base.path().join("no-node-files"),
+        )
+        .unwrap();
+    }
 }

@@ -1,7 +1,8 @@
 use super::*;
+use crate::state::interrupt_markers::parse_attempts;
 use crate::testing::TestHost;
 
-struct Host {
+pub(crate) struct Host {
     _dir: tempfile::TempDir,
     test: TestHost,
 }
@@ -14,27 +15,23 @@ impl std::ops::Deref for Host {
 }
 
 impl Host {
-    fn new(answers: &[Termination]) -> Self {
+    pub(crate) fn new(answers: &[Termination]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let test = TestHost::new(dir.path());
         test.answer(answers.iter().copied());
         Self { _dir: dir, test }
     }
 
-    fn cx(&self) -> InterruptContext {
-        InterruptContext::new(self.test.settings().clone(), "kind")
+    pub(crate) fn cx(&self) -> InterruptContext {
+        InterruptContext::new(Arc::new(Run::new(self.test.settings().clone(), "kind")))
     }
 
-    fn ran(&self) -> Vec<String> {
+    pub(crate) fn ran(&self) -> Vec<String> {
         self.test.commands()
     }
 
-    fn dry(&self) -> InterruptContext {
-        InterruptContext::dry_run(self.test.settings().clone(), "kind")
-    }
-
     /// Everything under the fake root except the boot ID.
-    fn state_files(&self) -> Vec<String> {
+    pub(crate) fn state_files(&self) -> Vec<String> {
         let mut out = Vec::new();
         let dir = self.markers_dir();
         if let Ok(rd) = std::fs::read_dir(&dir) {
@@ -49,7 +46,7 @@ impl Host {
     }
 }
 
-fn block_on<F: std::future::Future>(f: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -57,7 +54,7 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-fn reboot() -> Command {
+pub(crate) fn reboot() -> Command {
     Command::new("reboot")
 }
 
@@ -167,7 +164,7 @@ fn the_same_boot_id_reboots_again_until_the_loop_guard_trips() {
             .operation(0, CompletionPolicy::AfterReboot, reboot()),
     )
     .unwrap_err();
-    let file = host.cx().settings.markers_dir.join("kind_0.attempts");
+    let file = host.settings().markers_dir.join("kind_0.attempts");
     assert_eq!(
         err.to_string(),
         format!(
@@ -176,8 +173,8 @@ fn the_same_boot_id_reboots_again_until_the_loop_guard_trips() {
              host does not restart, then allow new attempts with `agent reset {root} \
              --interrupt {rid} --yes` (or remove {f}), or raise SKYHOOK_REBOOT_MAX_ATTEMPTS",
             f = file.display(),
-            root = host.cx().settings.fs.root().display(),
-            rid = host.cx().settings.resource_id,
+            root = host.settings().fs.root().display(),
+            rid = host.settings().resource_id,
         )
     );
     assert_eq!(host.ran().len(), 3);
@@ -323,126 +320,4 @@ fn mark_done_writes_the_unindexed_marker() {
     let host = Host::new(&[]);
     host.cx().mark_done().unwrap();
     assert!(host.marker("kind.complete").is_some());
-}
-
-fn plan(host: &Host, ops: &[(usize, CompletionPolicy, Command)]) -> Vec<PlannedOperation> {
-    let cx = host.dry();
-    for (i, policy, command) in ops {
-        block_on(cx.operation(*i, *policy, command.clone())).unwrap();
-    }
-    cx.planned()
-}
-
-#[test]
-fn a_dry_run_judges_each_operation_and_runs_and_writes_nothing() {
-    let host = Host::new(&[]);
-    block_on(
-        host.cx()
-            .operation(0, CompletionPolicy::OnSuccess, Command::new("a")),
-    )
-    .unwrap();
-    let before = host.state_files();
-    let planned = plan(
-        &host,
-        &[
-            (0, CompletionPolicy::OnSuccess, Command::new("a")),
-            (1, CompletionPolicy::OnSuccess, Command::new("b").arg("x")),
-            (2, CompletionPolicy::AfterReboot, reboot()),
-            (3, CompletionPolicy::OnSuccess, Command::new("c")),
-        ],
-    );
-    let actions: Vec<_> = planned
-        .iter()
-        .map(|p| (p.operation.as_str(), p.action))
-        .collect();
-    assert_eq!(
-        actions,
-        [
-            ("kind_0", PlannedAction::Skip),
-            ("kind_1", PlannedAction::Run),
-            ("kind_2", PlannedAction::Run),
-            ("kind_3", PlannedAction::NotReached),
-        ]
-    );
-    assert_eq!(planned[1].command.as_deref(), Some("b x"));
-    assert!(
-        planned[2].reason.contains("attempt 1 of 3") && planned[2].reason.contains("boot-1"),
-        "{planned:?}"
-    );
-    assert_eq!(host.ran(), ["a"], "the dry run ran nothing");
-    assert_eq!(host.state_files(), before, "the dry run wrote nothing");
-    assert_eq!(host.stdout(), "a\n", "the dry run printed nothing");
-}
-
-#[test]
-fn a_dry_run_shows_the_reboot_protocol() {
-    let sigterm = Termination::Signalled(libc::SIGTERM);
-    let host = Host::new(&[sigterm, sigterm, sigterm]);
-    block_on(
-        host.cx()
-            .operation(0, CompletionPolicy::AfterReboot, reboot()),
-    )
-    .unwrap();
-    let again = plan(&host, &[(0, CompletionPolicy::AfterReboot, reboot())]);
-    assert_eq!(again[0].action, PlannedAction::Run);
-    assert!(
-        again[0].reason.starts_with("reboot again (attempt 2 of 3)"),
-        "{again:?}"
-    );
-
-    host.set_boot_id("boot-2");
-    let after = plan(&host, &[(0, CompletionPolicy::AfterReboot, reboot())]);
-    assert_eq!(after[0].action, PlannedAction::Skip);
-    assert!(
-        after[0].reason.starts_with(
-            "complete after reboot: pending with boot ID boot-1, current boot ID boot-2"
-        ),
-        "{after:?}"
-    );
-
-    host.set_boot_id("boot-1");
-    for _ in 0..2 {
-        block_on(
-            host.cx()
-                .operation(0, CompletionPolicy::AfterReboot, reboot()),
-        )
-        .unwrap();
-    }
-    let before = host.state_files();
-    let refused = plan(
-        &host,
-        &[
-            (0, CompletionPolicy::AfterReboot, reboot()),
-            (1, CompletionPolicy::OnSuccess, Command::new("b")),
-        ],
-    );
-    assert_eq!(refused[0].action, PlannedAction::Fail);
-    assert!(
-        refused[0]
-            .reason
-            .starts_with("loop guard would refuse: reboot requested 3 times"),
-        "{refused:?}"
-    );
-    assert_eq!(refused[1].action, PlannedAction::NotReached);
-    assert_eq!(host.ran().len(), 3);
-    assert_eq!(host.state_files(), before);
-}
-
-#[test]
-fn a_dry_run_reports_an_unreadable_boot_id_as_a_failure() {
-    let host = Host::new(&[]);
-    host.set_boot_id(" ");
-    let planned = plan(&host, &[(0, CompletionPolicy::AfterReboot, reboot())]);
-    assert_eq!(planned[0].action, PlannedAction::Fail);
-    assert!(planned[0].reason.contains("empty"), "{planned:?}");
-}
-
-#[test]
-fn a_dry_run_of_mark_done_records_without_writing() {
-    let host = Host::new(&[]);
-    let cx = host.dry();
-    cx.mark_done().unwrap();
-    assert_eq!(cx.planned()[0].action, PlannedAction::Record);
-    assert_eq!(cx.planned()[0].operation, "kind");
-    assert!(host.marker("kind.complete").is_none());
 }

@@ -1,52 +1,11 @@
 use super::*;
 
 #[test]
-fn check_results_lines_true_means_failed() {
-    assert_eq!(
-        parse_check_results("a.sh False\nsub/b c.sh True"),
-        [
-            CheckResult {
-                path: "a.sh".into(),
-                passed: true
-            },
-            CheckResult {
-                path: "sub/b c.sh".into(),
-                passed: false
-            },
-        ]
-    );
-}
-
-#[test]
 fn operations_sort_by_type_then_numeric_index() {
     let mut stems = ["kind_10", "kind_2", "no_op", "a_1"].map(operation_order);
     stems.sort();
     let names: Vec<&str> = stems.iter().map(|(_, _, s)| s.as_str()).collect();
     assert_eq!(names, ["a_1", "kind_2", "kind_10", "no_op"]);
-}
-
-#[test]
-fn history_is_read_without_moving_a_corrupt_file() {
-    let root = tempfile::tempdir().unwrap();
-    let fs = HostFs::new(root.path());
-    let file = Path::new("/h/pkg.json");
-    assert_eq!(read_history(&fs, file).unwrap(), History::default());
-    std::fs::create_dir_all(root.path().join("h")).unwrap();
-    std::fs::write(
-        root.path().join("h/pkg.json"),
-        r#"{"current-version": "1.0.0", "history": [{"version": "1.0.0", "time": "2026-11-30T10:28:09.400130+00:00"}]}"#,
-    )
-    .unwrap();
-    let h = read_history(&fs, file).unwrap();
-    assert_eq!(h.current_version.as_deref(), Some("1.0.0"));
-    assert_eq!(h.entries[0].time, "2026-11-30T10:28:09.400130+00:00");
-    assert_eq!(previous_version(&h), "1.0.0");
-    std::fs::write(root.path().join("h/pkg.json"), "{").unwrap();
-    let h = read_history(&fs, file).unwrap();
-    assert!(h.corrupt && h.problem.is_some());
-    assert_eq!(previous_version(&h), "unknown");
-    assert!(root.path().join("h/pkg.json").exists(), "left in place");
-    assert!(!root.path().join("h/pkg.json.backup").exists());
 }
 
 #[test]

@@ -77,7 +77,7 @@ fn a_conforming_kind_passes() {
 
 #[test]
 #[should_panic(
-    expected = "assert_kind::<agent_core::plugin::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
+    expected = "assert_kind::<agent_core::interrupt::testing::tests::SwallowsFailure> (type \"swallows_failure\"): when \"false\" exits 1 the run must fail with \"false: exit code 1\", got Ok(Completed)"
 )]
 fn a_kind_that_swallows_a_failure_fails_the_check() {
     assert_kind::<SwallowsFailure>();
@@ -101,10 +101,10 @@ fn operations_sharing_an_index_fail_the_check() {
 fn the_registry_self_check_names_the_kind_and_its_module() {
     let d = registry::find("unserialized").unwrap();
     assert_eq!(
-        registry::check_example(d).unwrap_err().to_string(),
-        r#"interrupt kind "unserialized" (module agent_core::plugin::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
+        codec::check_example(d).unwrap_err().to_string(),
+        r#"interrupt kind "unserialized" (module agent_core::interrupt::testing::tests): its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
     );
-    assert!(registry::check_example(registry::find("two_steps").unwrap()).is_ok());
+    assert!(codec::check_example(registry::find("two_steps").unwrap()).is_ok());
 }
 
 #[tokio::test]

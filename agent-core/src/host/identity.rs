@@ -70,11 +70,11 @@ impl ResourceId {
 }
 
 /// Longest directory entry name Linux filesystems accept (`NAME_MAX`).
-pub const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
 
 /// Non-empty, not `.` or `..`, no `/`, no NUL, at most `NAME_MAX` bytes: safe as one directory
 /// entry name (a longer one would fail only after state was written).
-pub fn is_single_component(name: &str) -> bool {
+pub(crate) fn is_single_component(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= NAME_MAX
         && name != "."

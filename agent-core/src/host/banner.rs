@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
-use crate::package::identity::ResourceId;
 
 /// What the banner shows of the command line.
 #[derive(Debug, Clone, Copy)]

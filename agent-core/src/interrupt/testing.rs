@@ -36,12 +36,12 @@ use crate::exec::{
     self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec, Runner, Termination,
 };
 use crate::host::fs::HostFs;
-use crate::interrupt::runner::{
-    self, InterruptError, InterruptOutcome, InterruptSettings, OperationRecord, PlannedAction,
-    PlannedOperation,
-};
-use crate::plugin::contract::{CompletionPolicy, Interrupt, InterruptKind};
+use crate::interrupt::plan::{self, PlannedOperation};
+use crate::interrupt::runner::{self, InterruptOutcome, InterruptSettings, OperationRecord};
+use crate::plugin::codec;
+use crate::plugin::contract::{CompletionPolicy, Interrupt, InterruptError, InterruptKind};
 use crate::plugin::registry;
+use crate::stage::plan::PlannedAction;
 
 /// Records every command line and answers with scripted terminations (exit 0 once the script
 /// is used up). Nothing is spawned.
@@ -271,7 +271,7 @@ impl TestHost {
     pub async fn plan(&self, payload: &str) -> Result<Vec<PlannedOperation>, InterruptError> {
         let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())?;
         let (planned, result) =
-            runner::plan_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await;
+            plan::plan_operations(self.settings.clone(), decoded.interrupt.as_ref()).await;
         result.map(|()| planned)
     }
 
@@ -406,7 +406,7 @@ impl Conformance {
         if let Err(e) = registry::check_unique() {
             fail(e.to_string());
         }
-        if let Err(e) = registry::check_example(descriptor) {
+        if let Err(e) = codec::check_example(descriptor) {
             fail(e.to_string());
         }
         let example = K::EXAMPLE;

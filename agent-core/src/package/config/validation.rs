@@ -1,0 +1,776 @@
+//! The rules of SPEC §7 over the parsed document, each finding named by its JSON path: one
+//! validator for the run ([`PackageConfig::load`]) and for `agent validate` ([`lint`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{
+    ConfigError, Finding, NO_DEFINED_STEPS, PackageConfig, SCHEMA_VERSION, STEP_NAME_PATTERN,
+    Severity, expected_check_path, is_semver,
+};
+use crate::host::identity::is_single_component;
+use crate::host::preflight;
+use crate::package::step::{Mode, Step};
+
+/// Unknown fields are tolerated at run time (a newer operator may add some) but rejected by
+/// `agent validate`, which exists to catch typos.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Strictness {
+    Run,
+    Lint,
+}
+
+/// Which directories the file rules look in; `None` skips the rule.
+#[derive(Debug, Default)]
+pub(super) struct Files<'a> {
+    pub(super) skyhook_dir: Option<&'a Path>,
+    pub(super) configmaps_dir: Option<&'a Path>,
+}
+
+pub(super) const TOP_LEVEL_FIELDS: [&str; 5] = [
+    "schema_version",
+    "package_name",
+    "package_version",
+    "expected_config_files",
+    "modes",
+];
+pub(super) const STEP_FIELDS: [&str; 8] = [
+    "name",
+    "path",
+    "arguments",
+    "returncodes",
+    "on_host",
+    "env",
+    "idempotence",
+    "upgrade_step",
+];
+
+/// What the document pass hands to the file pass and to the model builder.
+#[derive(Debug, Default)]
+pub(super) struct Parsed {
+    config: Option<PackageConfig>,
+    /// `(json path, step path)` of every step whose `path` is well-formed.
+    step_files: Vec<(String, String)>,
+    /// `(json path, entry)` of every string in `expected_config_files`.
+    expected_files: Vec<(String, String)>,
+}
+
+pub(super) struct Validator {
+    strictness: Strictness,
+    pub(super) findings: Vec<Finding>,
+}
+
+impl Validator {
+    pub(super) fn new(strictness: Strictness) -> Self {
+        Self {
+            strictness,
+            findings: Vec::new(),
+        }
+    }
+
+    /// Validate and return the config with its warnings, or the first error found.
+    pub(super) fn run(
+        mut self,
+        bytes: &[u8],
+        files: &Files<'_>,
+    ) -> Result<(PackageConfig, Vec<Finding>), ConfigError> {
+        let config = self.check(bytes, files);
+        if let Some(first) = self.findings.iter().find(|f| f.severity == Severity::Error) {
+            return Err(ConfigError::Invalid(first.clone()));
+        }
+        // Every rule that leaves a part of the config unbuilt also reports an error, so this
+        // is unreachable; it is handled rather than unwrapped because the agent runs as root.
+        match config {
+            Some(config) => Ok((config, self.findings)),
+            None => Err(ConfigError::Invalid(Finding {
+                severity: Severity::Error,
+                path: String::new(),
+                message: "config is invalid".to_owned(),
+            })),
+        }
+    }
+
+    /// Every rule, in document order; the config is built only if no rule failed.
+    pub(super) fn check(&mut self, bytes: &[u8], files: &Files<'_>) -> Option<PackageConfig> {
+        let parsed = self.check_document(bytes)?;
+        if let Some(dir) = files.skyhook_dir {
+            for (json_path, step_path) in &parsed.step_files {
+                self.check_step_file(json_path, step_path, dir);
+            }
+        }
+        if let Some(dir) = files.configmaps_dir {
+            for (json_path, entry) in &parsed.expected_files {
+                if let Err(e) = preflight::check_config_file(dir, entry) {
+                    self.error(json_path, error_chain(&e));
+                }
+            }
+        }
+        if self.has_errors() {
+            None
+        } else {
+            parsed.config
+        }
+    }
+
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        self.push(Severity::Error, path, message.into());
+    }
+
+    fn warning(&mut self, path: &str, message: impl Into<String>) {
+        self.push(Severity::Warning, path, message.into());
+    }
+
+    /// An error under `agent validate`, a warning at run time.
+    fn lint_error(&mut self, path: &str, message: impl Into<String>) {
+        let severity = match self.strictness {
+            Strictness::Run => Severity::Warning,
+            Strictness::Lint => Severity::Error,
+        };
+        self.push(severity, path, message.into());
+    }
+
+    fn push(&mut self, severity: Severity, path: &str, message: String) {
+        self.findings.push(Finding {
+            severity,
+            path: path.to_owned(),
+            message,
+        });
+    }
+
+    fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+
+    fn check_document(&mut self, bytes: &[u8]) -> Option<Parsed> {
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                self.error("", format!("config is not valid UTF-8: {e}"));
+                return None;
+            }
+        };
+        // serde_json refuses nesting deeper than 128 levels, so hostile input cannot overflow
+        // the stack here or in the recursive drop of the value.
+        let doc: Value = match serde_json::from_str(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                self.error("", format!("config is not valid JSON: {e}"));
+                return None;
+            }
+        };
+        let Some(top) = doc.as_object() else {
+            self.error(
+                "",
+                format!("expected a JSON object, found {}", describe(&doc)),
+            );
+            return None;
+        };
+
+        let schema_version = self
+            .required(top, "", "schema_version")
+            .and_then(|v| self.string(v, "schema_version"));
+        if let Some(version) = schema_version.filter(|&v| v != SCHEMA_VERSION) {
+            // The other rules are those of v1; applying them to another schema would only add
+            // noise to the one finding that matters.
+            self.error(
+                "schema_version",
+                format!("unknown skyhook-agent schema version: {version}"),
+            );
+            return None;
+        }
+
+        let package_name = self
+            .required(top, "", "package_name")
+            .and_then(|v| self.string(v, "package_name"));
+        let package_name = package_name.filter(|name| {
+            let ok = is_single_component(name);
+            if !ok {
+                self.error(
+                    "package_name",
+                    format!("{} must be a single path component", quote(name)),
+                );
+            }
+            ok
+        });
+
+        let package_version = self
+            .required(top, "", "package_version")
+            .and_then(|v| self.string(v, "package_version"));
+        let package_version = package_version.filter(|version| {
+            let ok = is_semver(version);
+            if !ok {
+                self.error(
+                    "package_version",
+                    format!("{} is not a valid semantic version", quote(version)),
+                );
+            }
+            ok
+        });
+
+        let mut parsed = Parsed::default();
+        let expected_config_files = self
+            .required(top, "", "expected_config_files")
+            .and_then(|v| self.string_array(v, "expected_config_files"));
+        if let Some(entries) = &expected_config_files {
+            parsed.expected_files = entries
+                .iter()
+                .enumerate()
+                .map(|(i, entry)| (index("expected_config_files", i), entry.clone()))
+                .collect();
+        }
+
+        let modes = self
+            .required(top, "", "modes")
+            .and_then(|v| self.modes(v, &mut parsed));
+
+        // `root_dir` is read by the legacy agent's packaging tooling, never by the agent.
+        if let Some(root_dir) = top.get("root_dir").filter(|v| !v.is_string()) {
+            self.lint_error(
+                "root_dir",
+                format!("expected a string, found {}", describe(root_dir)),
+            );
+        }
+        for key in sorted_keys(top) {
+            if !TOP_LEVEL_FIELDS.contains(&key) && key != "root_dir" {
+                self.lint_error(&field("", key), "unknown field");
+            }
+        }
+
+        if let (
+            Some(schema_version),
+            Some(package_name),
+            Some(package_version),
+            Some(expected),
+            Some(modes),
+        ) = (
+            schema_version,
+            package_name,
+            package_version,
+            expected_config_files,
+            modes,
+        ) {
+            parsed.config = Some(PackageConfig {
+                schema_version: schema_version.to_owned(),
+                package_name: package_name.to_owned(),
+                package_version: package_version.to_owned(),
+                expected_config_files: expected,
+                modes,
+            });
+        }
+        Some(parsed)
+    }
+
+    /// `modes` and the whole-document rules over it. `None` if any step did not validate.
+    fn modes(&mut self, value: &Value, parsed: &mut Parsed) -> Option<BTreeMap<Mode, Vec<Step>>> {
+        let object = self.object(value, "modes")?;
+        let mut complete = true;
+        let mut modes = BTreeMap::new();
+        // Per mode: the number of step entries (valid or not) and the well-formed step paths.
+        let mut counts: BTreeMap<Mode, usize> = BTreeMap::new();
+        let mut paths: BTreeMap<Mode, Vec<(String, String)>> = BTreeMap::new();
+
+        let mut keys: Vec<(Option<Mode>, &str)> = object
+            .keys()
+            .map(|k| (k.parse::<Mode>().ok(), k.as_str()))
+            .collect();
+        // Known modes in their canonical order, then the unknown keys: the order of findings
+        // must not depend on how serde_json orders object keys.
+        keys.sort_by_key(|&(mode, key)| (mode.is_none(), mode, key));
+        for (mode, key) in keys {
+            let mode_path = field("modes", key);
+            let Some(mode) = mode else {
+                let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+                self.error(
+                    &mode_path,
+                    format!(
+                        "unknown stage mode {} (expected one of {})",
+                        quote(key),
+                        known.join(", ")
+                    ),
+                );
+                complete = false;
+                continue;
+            };
+            let Some(items) = self.array(&object[key], &mode_path) else {
+                complete = false;
+                continue;
+            };
+            counts.insert(mode, items.len());
+            let mut steps = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let step_path = index(&mode_path, i);
+                let (step, path) = self.step(item, &step_path, mode);
+                if let Some(path) = path {
+                    paths
+                        .entry(mode)
+                        .or_default()
+                        .push((field(&step_path, "path"), path));
+                }
+                match step {
+                    Some(step) => steps.push(step),
+                    None => complete = false,
+                }
+            }
+            modes.insert(mode, steps);
+        }
+
+        self.document_rules(&counts, &paths);
+        for mode_paths in paths.into_values() {
+            parsed.step_files.extend(mode_paths);
+        }
+        complete.then_some(modes)
+    }
+
+    /// SPEC §7 rules over the whole set of modes.
+    fn document_rules(
+        &mut self,
+        counts: &BTreeMap<Mode, usize>,
+        paths: &BTreeMap<Mode, Vec<(String, String)>>,
+    ) {
+        let has_steps = |mode: Mode| counts.get(&mode).is_some_and(|&n| n > 0);
+        let non_check: Vec<Mode> = Mode::ALL.into_iter().filter(|m| !m.is_check()).collect();
+        if !Mode::ALL.into_iter().any(has_steps) {
+            self.error("", NO_DEFINED_STEPS);
+            return;
+        }
+        if !non_check.iter().any(|&m| has_steps(m)) {
+            let names: Vec<&str> = non_check.iter().map(|m| m.as_str()).collect();
+            self.error(
+                "modes",
+                format!(
+                    "only check modes have steps; at least one of {} must have steps",
+                    names.join(", ")
+                ),
+            );
+        }
+        for &mode in &non_check {
+            let twin = mode
+                .check_twin()
+                .expect("every non-check mode has a check twin");
+            if !has_steps(mode) {
+                continue;
+            }
+            if !has_steps(twin) {
+                self.error(
+                    &field("modes", twin.as_str()),
+                    format!("must have steps because modes.{mode} has steps"),
+                );
+                continue;
+            }
+            // Warning only (SPEC §7): a check step proves its step's work is done.
+            let check_paths: Vec<&str> = paths
+                .get(&twin)
+                .into_iter()
+                .flatten()
+                .map(|(_, p)| p.as_str())
+                .collect();
+            for (json_path, step_path) in paths.get(&mode).into_iter().flatten() {
+                let expected = expected_check_path(step_path);
+                if !check_paths.contains(&expected.as_str()) {
+                    self.warning(
+                        json_path,
+                        format!(
+                            "no check step {} for {} in modes.{twin}",
+                            quote(&expected),
+                            quote(step_path)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// One step object. Returns the step if every field validated, and its `path` if that
+    /// field alone is well-formed (so file checks still run on an otherwise broken step).
+    fn step(&mut self, value: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>) {
+        let Some(object) = self.object(value, path) else {
+            return (None, None);
+        };
+
+        let name = self
+            .required(object, path, "name")
+            .and_then(|v| self.string(v, &field(path, "name")));
+        let name = name.filter(|name| {
+            let ok = is_step_name(name);
+            if !ok {
+                self.error(
+                    &field(path, "name"),
+                    format!("{} must match {STEP_NAME_PATTERN}", quote(name)),
+                );
+            }
+            ok
+        });
+
+        let step_path = self
+            .required(object, path, "path")
+            .and_then(|v| self.string(v, &field(path, "path")));
+        let step_path = step_path.filter(|p| {
+            if let Some(problem) = step_path_problem(p) {
+                self.error(&field(path, "path"), problem);
+                return false;
+            }
+            // `check_results` holds one `<PATH> <True|False>` line per step, and headers and
+            // logs name the path: a newline (or any control character) breaks them.
+            if p.chars().any(char::is_control) {
+                self.warning(
+                    &field(path, "path"),
+                    format!(
+                        "{} contains a control character, which breaks the lines of \
+                         check_results, execution headers and logs",
+                        quote(p)
+                    ),
+                );
+            }
+            true
+        });
+
+        let arguments = self
+            .required(object, path, "arguments")
+            .and_then(|v| self.string_array(v, &field(path, "arguments")));
+        let arguments = arguments.filter(|args| {
+            let mut ok = true;
+            for (i, arg) in args.iter().enumerate() {
+                if arg.contains('\0') {
+                    self.error(
+                        &index(&field(path, "arguments"), i),
+                        format!("{} must not contain NUL", quote(arg)),
+                    );
+                    ok = false;
+                }
+            }
+            ok
+        });
+
+        let returncodes = self
+            .required(object, path, "returncodes")
+            .and_then(|v| self.returncodes(v, &field(path, "returncodes")));
+        let on_host = self
+            .required(object, path, "on_host")
+            .and_then(|v| self.bool(v, &field(path, "on_host")));
+        let idempotence = self
+            .required(object, path, "idempotence")
+            .and_then(|v| self.bool(v, &field(path, "idempotence")));
+        let upgrade_step = self
+            .required(object, path, "upgrade_step")
+            .and_then(|v| self.bool(v, &field(path, "upgrade_step")));
+        let env = match object.get("env") {
+            None | Some(Value::Null) => Some(BTreeMap::new()),
+            Some(v) => self.env(v, &field(path, "env")),
+        };
+
+        // SPEC §7: upgrade steps receive the versions as their only arguments (§8.5).
+        let mut upgrade_ok = true;
+        if upgrade_step == Some(true) {
+            if !mode.is_upgrade() {
+                self.error(
+                    &field(path, "upgrade_step"),
+                    format!("may only be true in modes.upgrade and modes.upgrade-check, not in modes.{mode}"),
+                );
+                upgrade_ok = false;
+            }
+            if arguments.as_ref().is_some_and(|a| !a.is_empty()) {
+                self.error(
+                    &field(path, "arguments"),
+                    "must be empty for an upgrade step (the agent passes the previous and current versions)",
+                );
+                upgrade_ok = false;
+            }
+        }
+
+        for key in sorted_keys(object) {
+            if !STEP_FIELDS.contains(&key) {
+                self.lint_error(&field(path, key), "unknown field");
+            }
+        }
+
+        let step = match (
+            name,
+            step_path,
+            arguments,
+            returncodes,
+            on_host,
+            env,
+            idempotence,
+            upgrade_step,
+        ) {
+            (
+                Some(name),
+                Some(step_path),
+                Some(arguments),
+                Some(returncodes),
+                Some(on_host),
+                Some(env),
+                Some(idempotence),
+                Some(upgrade_step),
+            ) if upgrade_ok => Some(Step {
+                name: name.to_owned(),
+                path: step_path.to_owned(),
+                arguments,
+                returncodes,
+                on_host,
+                env,
+                idempotence_disabled: idempotence,
+                upgrade_step,
+            }),
+            _ => None,
+        };
+        (step, step_path.map(str::to_owned))
+    }
+
+    fn returncodes(&mut self, value: &Value, path: &str) -> Option<Vec<i64>> {
+        let items = self.array(value, path)?;
+        if items.is_empty() {
+            self.error(path, "must contain at least one code");
+            return None;
+        }
+        let mut codes = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Value::Number(n) if n.as_i64().is_some() => codes.extend(n.as_i64()),
+                // Integral but beyond i64: no process exits with it, so it can never match.
+                Value::Number(n) if n.is_u64() => {
+                    self.error(&index(path, i), format!("{n} is out of range"));
+                    ok = false;
+                }
+                other => {
+                    self.error(
+                        &index(path, i),
+                        format!("expected an integer, found {}", describe(other)),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(codes)
+    }
+
+    fn env(&mut self, value: &Value, path: &str) -> Option<BTreeMap<String, String>> {
+        let object = self.object(value, path)?;
+        let mut env = BTreeMap::new();
+        let mut ok = true;
+        for key in sorted_keys(object) {
+            let var_path = field(path, key);
+            // execve(2) cannot carry these; reject them here rather than fail mid-stage.
+            if key.is_empty() || key.contains('=') || key.contains('\0') {
+                self.error(
+                    &var_path,
+                    format!("{} is not a valid environment variable name", quote(key)),
+                );
+                ok = false;
+            }
+            match self.string(&object[key], &var_path) {
+                Some(v) if v.contains('\0') => {
+                    self.error(&var_path, format!("{} must not contain NUL", quote(v)));
+                    ok = false;
+                }
+                Some(v) => {
+                    env.insert(key.to_owned(), v.to_owned());
+                }
+                None => ok = false,
+            }
+        }
+        ok.then_some(env)
+    }
+
+    fn check_step_file(&mut self, json_path: &str, step_path: &str, skyhook_dir: &Path) {
+        let full = skyhook_dir.join(step_path);
+        let dir = skyhook_dir.display();
+        let q = quote(step_path);
+        match std::fs::metadata(&full) {
+            Ok(meta) if meta.is_file() => {}
+            Ok(_) => self.error(
+                json_path,
+                format!("step file {q} in {dir} is not a regular file"),
+            ),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                self.error(json_path, format!("step file {q} does not exist in {dir}"));
+            }
+            Err(e) => self.error(
+                json_path,
+                format!("step file {q} in {dir} cannot be inspected: {e}"),
+            ),
+        }
+    }
+
+    // Typed access. Each reports a finding naming the path, the expected type and what was found.
+
+    fn required<'v>(
+        &mut self,
+        object: &'v Map<String, Value>,
+        parent: &str,
+        key: &str,
+    ) -> Option<&'v Value> {
+        let value = object.get(key);
+        if value.is_none() {
+            self.error(&field(parent, key), "required field is missing");
+        }
+        value
+    }
+
+    fn string<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v str> {
+        let s = value.as_str();
+        if s.is_none() {
+            self.error(
+                path,
+                format!("expected a string, found {}", describe(value)),
+            );
+        }
+        s
+    }
+
+    fn bool(&mut self, value: &Value, path: &str) -> Option<bool> {
+        let b = value.as_bool();
+        if b.is_none() {
+            self.error(
+                path,
+                format!("expected a boolean, found {}", describe(value)),
+            );
+        }
+        b
+    }
+
+    fn array<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Vec<Value>> {
+        let a = value.as_array();
+        if a.is_none() {
+            self.error(
+                path,
+                format!("expected an array, found {}", describe(value)),
+            );
+        }
+        a
+    }
+
+    fn object<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Map<String, Value>> {
+        let o = value.as_object();
+        if o.is_none() {
+            self.error(
+                path,
+                format!("expected an object, found {}", describe(value)),
+            );
+        }
+        o
+    }
+
+    fn string_array(&mut self, value: &Value, path: &str) -> Option<Vec<String>> {
+        let items = self.array(value, path)?;
+        let mut strings = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            match self.string(item, &index(path, i)) {
+                Some(s) => strings.push(s.to_owned()),
+                None => ok = false,
+            }
+        }
+        ok.then_some(strings)
+    }
+}
+
+/// `^[a-zA-Z0-9_\-.]+$`
+pub(super) fn is_step_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Why a step `path` cannot be used under `skyhook_dir`, if it cannot.
+pub(super) fn step_path_problem(p: &str) -> Option<String> {
+    let q = quote(p);
+    if p.is_empty() {
+        Some("must not be empty".to_owned())
+    } else if p.contains('\0') {
+        Some(format!("{q} must not contain NUL"))
+    } else if p.starts_with('/') {
+        Some(format!("{q} must be a relative path"))
+    } else if p.split('/').any(|c| c == "..") {
+        Some(format!("{q} must not contain a \"..\" component"))
+    } else {
+        None
+    }
+}
+
+/// A value as findings show it: its JSON type, and the value itself when short.
+pub(super) fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => format!("boolean {b}"),
+        Value::Number(n) => format!("number {n}"),
+        Value::String(s) => format!("string {}", quote(s)),
+        Value::Array(_) => "an array".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+    }
+}
+
+/// A JSON string literal of `s`, cut after 100 characters so a huge value cannot flood a log.
+pub(super) fn quote(s: &str) -> String {
+    const MAX_CHARS: usize = 100;
+    match s.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}...", Value::from(&s[..cut])),
+        None => Value::from(s).to_string(),
+    }
+}
+
+/// `parent.key`, or `parent["key"]` when the key is not a plain identifier.
+pub(super) fn field(parent: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match (parent.is_empty(), plain) {
+        (true, true) => key.to_owned(),
+        (false, true) => format!("{parent}.{key}"),
+        (_, false) => format!("{parent}[{}]", Value::from(key)),
+    }
+}
+
+pub(super) fn index(parent: &str, i: usize) -> String {
+    format!("{parent}[{i}]")
+}
+
+pub(super) fn sorted_keys(object: &Map<String, Value>) -> Vec<&str> {
+    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// A path split into text and digit runs so that `modes.apply[10]` sorts after
+/// `modes.apply[9]`. Digit runs compare by length first (leading zeros stripped), then text.
+pub(super) fn path_sort_key(path: &str) -> Vec<(bool, usize, String)> {
+    let mut key = Vec::new();
+    let mut rest = path;
+    while let Some(first) = rest.chars().next() {
+        let digits = first.is_ascii_digit();
+        let end = rest
+            .find(|c: char| c.is_ascii_digit() != digits)
+            .unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(end);
+        if digits {
+            let trimmed = run.trim_start_matches('0');
+            key.push((false, trimmed.len(), trimmed.to_owned()));
+        } else {
+            key.push((true, 0, run.to_owned()));
+        }
+        rest = tail;
+    }
+    key
+}
+
+/// An error and its sources on one line, for findings that carry a preflight error.
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
