@@ -20,6 +20,7 @@ pub const NAMES: &[&str] = &[
     "plan",
     "status",
     "reset",
+    "try",
     "completions",
     "man",
 ];
@@ -51,6 +52,9 @@ enum Command {
     /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
     /// --yes) remove its completion markers.
     Reset(reset::Reset),
+    /// Run a package's whole lifecycle in a throwaway copy-on-write sandbox of a host root, and
+    /// report what it changed.
+    Try(crate::try_::Try),
     /// Shell completions for the subcommands: `agent completions bash|zsh|fish`.
     Completions(completions::Completions),
     /// The manual page `agent.1` (roff), on stdout.
@@ -86,6 +90,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Reset(args) => reset::run(&args),
+        Command::Try(args) => crate::try_::run(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man(args) => completions::man(&args),
     }
