@@ -61,3 +61,5 @@ mod state_edges;
 mod status;
 mod subcommands;
 mod traversal;
+mod try_example;
+mod try_safety;

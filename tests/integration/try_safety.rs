@@ -1,0 +1,329 @@
+//! `agent try`: whatever a package does in the sandbox, the lower root is never written.
+//!
+//! Every test takes a snapshot of the fake lower root (path, type, mode, content hash, link
+//! target of every entry) before the run and compares it after; the harness also fails a run
+//! whose stdout or stderr stays open after `agent try` exits (a sandbox process left behind).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{FakeHost, Package, Run, Step};
+
+/// A package directory outside the fake root, with `apply.sh` running `body` and an always
+/// passing `apply_check.sh`.
+fn package(host: &FakeHost, body: &str) -> PathBuf {
+    let pkg = host.outside().join("pkg");
+    Package::named("trypkg", "1.0.0")
+        .step("apply", Step::new("apply.sh").script(body))
+        .step(
+            "apply-check",
+            Step::new("apply_check.sh").script("#!/bin/sh\nexit 0\n"),
+        )
+        .write_into(&pkg, host.root());
+    pkg
+}
+
+/// `agent try PKG --root ROOT --json ARGS...`.
+fn try_json(host: &FakeHost, pkg: &Path, args: &[&str]) -> (Run, Option<Value>) {
+    let run = host
+        .agent()
+        .arg("try")
+        .arg(pkg)
+        .args(["--root", &host.root_str(), "--json"])
+        .args(args)
+        .run();
+    let report = serde_json::from_slice(&run.stdout).ok();
+    (run, report)
+}
+
+fn changes(report: &Value) -> Vec<(String, String)> {
+    report["changes"]
+        .as_array()
+        .expect("changes[]")
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_owned(),
+                c["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn stage_results(report: &Value) -> Vec<(String, String)> {
+    report["stages"]
+        .as_array()
+        .expect("stages[]")
+        .iter()
+        .map(|s| {
+            (
+                s["stage"].as_str().unwrap().to_owned(),
+                s["result"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn try_a_step_deleting_etc_leaves_the_lower_root_unchanged() {
+    require_root!();
+    let host = FakeHost::new();
+    host.write("etc/hostname", "node-1\n");
+    host.write("etc/app/settings.conf", "a=1\n");
+    let pkg = package(
+        &host,
+        "#!/bin/sh\nrm -rf /etc\ntest ! -e /etc || exit 9\necho gone\n",
+    );
+    let before = host.snapshot();
+    let (run, report) = try_json(&host, &pkg, &[]);
+    run.assert_success();
+    let report = report.expect("one JSON document");
+    before.assert_unchanged(&host.snapshot(), "after a step deleted /etc in the sandbox");
+    assert!(host.read_string("etc/hostname") == "node-1\n");
+    let changes = changes(&report);
+    assert!(
+        changes.contains(&("deleted".into(), "/etc".into())),
+        "{changes:?}"
+    );
+    assert_eq!(report["stages"][0]["steps"][0]["decision"], "ran");
+}
+
+#[test]
+fn try_a_step_writing_through_symlinks_out_of_the_root_leaves_the_host_unchanged() {
+    require_root!();
+    let host = FakeHost::new();
+    let victim = host.outside().join("victim.txt");
+    std::fs::write(&victim, "original\n").unwrap();
+    // An absolute link and a relative one that climbs far above the root.
+    host.symlink("etc/abs-link", &victim);
+    let climb = "../".repeat(16) + victim.to_str().unwrap().trim_start_matches('/');
+    host.symlink("etc/rel-link", &climb);
+    let pkg = package(
+        &host,
+        "#!/bin/sh\nset -e\nmkdir -p \"$(dirname \"$(readlink /etc/abs-link)\")\"\n\
+         echo pwned > /etc/abs-link\necho pwned-too > /etc/rel-link\n\
+         cat /etc/abs-link\n",
+    );
+    let before = host.snapshot();
+    let outside_before = host.snapshot_outside();
+    let (run, report) = try_json(&host, &pkg, &[]);
+    run.assert_success();
+    let report = report.expect("one JSON document");
+    before.assert_unchanged(
+        &host.snapshot(),
+        "after writes through links out of the root",
+    );
+    outside_before.assert_unchanged(&host.snapshot_outside(), "outside the root");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original\n");
+    // Inside the sandbox the links resolve under its root: the write is reported there.
+    let changes = changes(&report);
+    assert!(
+        changes.contains(&("added".into(), victim.display().to_string())),
+        "{changes:?}"
+    );
+}
+
+#[test]
+fn try_a_node_restart_interrupt_runs_nothing_and_completes_after_a_simulated_reboot() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = host.outside().join("pkg");
+    Package::named("trypkg", "1.0.0")
+        .step("apply", Step::new("apply.sh"))
+        .step("apply-check", Step::new("apply_check.sh"))
+        .step(
+            "post-interrupt",
+            Step::new("post.sh")
+                .script("#!/bin/sh\ncat /proc/sys/kernel/random/boot_id > /etc/booted-as\n"),
+        )
+        .step("post-interrupt-check", Step::new("post_check.sh"))
+        .write_into(&pkg, host.root());
+    let before = host.snapshot();
+    let (run, report) = try_json(
+        &host,
+        &pkg,
+        &[
+            "--stages",
+            "apply,apply-check",
+            "--interrupt",
+            r#"{"type":"node_restart"}"#,
+        ],
+    );
+    run.assert_success();
+    let report = report.expect("one JSON document");
+    before.assert_unchanged(
+        &host.snapshot(),
+        "after a node_restart interrupt in the sandbox",
+    );
+    assert_eq!(
+        stage_results(&report),
+        [
+            ("apply".into(), "succeeded".into()),
+            ("apply-check".into(), "succeeded".into()),
+            ("interrupt".into(), "succeeded".into()),
+            ("post-interrupt".into(), "succeeded".into()),
+            ("post-interrupt-check".into(), "succeeded".into()),
+        ]
+    );
+    let interrupt = &report["interrupts"][0];
+    assert_eq!(interrupt["type"], "node_restart");
+    assert_eq!(interrupt["operations"][0]["command"], "reboot");
+    assert_eq!(interrupt["operations"][0]["action"], "run");
+    assert_eq!(interrupt["operations"][0]["policy"], "after-reboot");
+    // The post-interrupt stage ran under the new boot ID.
+    let after = interrupt["simulated_reboot"]["boot_id_after"]
+        .as_str()
+        .expect("a simulated reboot");
+    assert_ne!(
+        interrupt["simulated_reboot"]["boot_id_before"].as_str(),
+        Some(after)
+    );
+    let changes = changes(&report);
+    assert!(
+        changes.contains(&("added".into(), "/etc/booted-as".into())),
+        "{changes:?}"
+    );
+    // The fake reboot (which records its calls) never ran, in or out of the sandbox.
+    assert!(
+        !changes.iter().any(|(_, p)| p == "/var/tmp/calls.log"),
+        "{changes:?}"
+    );
+    assert!(!host.exists("var/tmp/calls.log"));
+    let paths: Vec<&str> = report["agent_state"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(
+        paths.contains(
+            &"/var/lib/skyhook/try/interrupts/flags/try-uid-1_trypkg_1.0.0/node_restart_0.complete"
+        ),
+        "{paths:?}"
+    );
+}
+
+#[test]
+fn try_a_failing_step_reports_it_and_leaves_the_lower_root_unchanged() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = package(
+        &host,
+        "#!/bin/sh\necho half > /etc/half-done\necho 'about to fail'\nexit 7\n",
+    );
+    let before = host.snapshot();
+    let (run, report) = try_json(&host, &pkg, &[]);
+    run.assert_code(1);
+    let report = report.expect("one JSON document even when a stage fails");
+    before.assert_unchanged(&host.snapshot(), "after a failing step");
+    assert_eq!(report["result"], "failed");
+    assert_eq!(
+        stage_results(&report),
+        [
+            ("apply".into(), "failed".into()),
+            ("apply-check".into(), "not-run".into()),
+            ("config".into(), "not-run".into()),
+            ("config-check".into(), "not-run".into()),
+        ]
+    );
+    assert_eq!(report["stages"][0]["steps"][0]["exit_code"], 7);
+    assert!(
+        report["stages"][0]["output_tail"]
+            .as_str()
+            .unwrap()
+            .contains("about to fail")
+    );
+    assert!(changes(&report).contains(&("added".into(), "/etc/half-done".into())));
+}
+
+/// Processes whose command line contains `token`.
+fn processes_with(token: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(token) {
+                found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn try_sigint_in_the_middle_of_a_step_discards_the_sandbox_and_leaves_the_root_unchanged() {
+    require_root!();
+    let host = FakeHost::new();
+    let keep = host.outside().join("kept");
+    // A sleep nobody else runs, to find it in /proc.
+    let pkg = package(
+        &host,
+        "#!/bin/sh\necho partial > /etc/partial\necho started\nexec sleep 3113\n",
+    );
+    let before = host.snapshot();
+    let running = host
+        .agent()
+        .arg("try")
+        .arg(&pkg)
+        .args(["--root", &host.root_str()])
+        .arg("--keep")
+        .arg(&keep)
+        .spawn();
+    let log = keep.join("01-apply.log");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started")) {
+        assert!(Instant::now() < deadline, "the step did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    while processes_with("sleep 3113").is_empty() {
+        assert!(Instant::now() < deadline, "the step's sleep did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    running.signal("INT");
+    let started = Instant::now();
+    let run = running.wait();
+    run.assert_code(1)
+        .assert_stderr_contains("stopped by SIGINT")
+        .assert_stderr_contains("was not written");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "SIGINT took {:?}",
+        started.elapsed()
+    );
+    // Killed with the sandbox's PID namespace (allow the kernel a moment to reap it).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with("sleep 3113").is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left running: {:?}",
+            processes_with("sleep 3113")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    before.assert_unchanged(&host.snapshot(), "after SIGINT during a step");
+    assert!(!host.exists("etc/partial"));
+}
+
+#[test]
+fn try_reboot_from_inside_the_sandbox_ends_only_its_pid_namespace() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = package(
+        &host,
+        "#!/bin/sh\necho rebooting > /etc/before-reboot\n/bin/busybox reboot -f\nsleep 5\n",
+    );
+    let before = host.snapshot();
+    let run = host
+        .agent()
+        .arg("try")
+        .arg(&pkg)
+        .args(["--root", &host.root_str()])
+        .run();
+    // This test process (and the machine) are still here to see the result.
+    run.assert_code(1).assert_stderr_contains(
+        "reboot(2) from inside the sandbox ends only the sandbox's PID namespace",
+    );
+    before.assert_unchanged(&host.snapshot(), "after reboot -f in the sandbox");
+}
