@@ -33,6 +33,10 @@ subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
   agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
   agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
                                                make work run again: show, then remove its markers
+  agent try PACKAGE_DIR [--root LOWER] [--stages LIST] [--interrupt JSON]... [--configmap NAME=FILE]...
+            [--env K=V]... [--keep DIR] [--no-network] [--json]
+                                               a package's whole lifecycle in a throwaway
+                                               copy-on-write sandbox of LOWER, and what it changed
   agent completions bash|zsh|fish              shell completions for the subcommands
   agent man                                    the manual page agent.1 (roff), as in docs/agent.1
 ";

@@ -39,21 +39,6 @@ const STATE_DIR: &str = "/var/lib/skyhook/try";
 const LOG_DIR: &str = "/var/log/skyhook/try";
 
 #[derive(Debug, clap::Args)]
-#[command(
-    about = "Run a package's whole lifecycle in a throwaway copy-on-write sandbox of a host \
-             root, and report what it changed",
-    long_about = "Run a package's whole lifecycle in a throwaway copy-on-write sandbox of a host \
-                  root, and report what it changed.\n\n\
-                  The sandbox is an overlayfs view of LOWER (read-only lower layer, temporary \
-                  upper layer) in new mount, PID, IPC and UTS namespaces (and a user namespace \
-                  when not root), with a fresh /proc, a minimal /dev and a read-only /sys. The \
-                  package is staged as the operator stages it, then the stages run in order by \
-                  the agent's own code: apply, apply-check, config, config-check, then for each \
-                  --interrupt the interrupt (its commands are not run: recorded; a reboot is \
-                  simulated with a new boot ID), post-interrupt and post-interrupt-check. \
-                  LOWER is never written. Exit 0 when every stage succeeded, 1 otherwise, 2 on \
-                  malformed arguments. See docs/try.md."
-)]
 pub struct Try {
     /// The package directory (config.json, skyhook_dir/, configmaps/, root_dir/).
     #[arg(required_unless_present = "sandbox")]

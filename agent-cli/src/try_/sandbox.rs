@@ -200,31 +200,33 @@ fn init(spec: &Spec) -> Result<i32, String> {
         inside("/.try/work").display()
     );
     let merged = inside(MERGED);
-    let plain = mount(
+    // In a user namespace, overlayfs must keep its metadata (opaque directories) in user.*
+    // xattrs (`userxattr`, Linux 5.11+): without it, removing a lower directory fails with EIO.
+    let initial = initial_user_namespace();
+    let options = if initial {
+        options
+    } else {
+        format!("{options},userxattr")
+    };
+    mount(
         Some("overlay"),
         &merged,
         Some("overlay"),
         MsFlags::empty(),
         Some(options.as_str()),
-    );
-    if let Err(first) = plain {
-        // In a user namespace, overlayfs keeps its metadata in user.* xattrs (Linux 5.11+).
-        mount(
-            Some("overlay"),
-            &merged,
-            Some("overlay"),
-            MsFlags::empty(),
-            Some(format!("{options},userxattr").as_str()),
+    )
+    .map_err(|e| {
+        let hint = if initial {
+            ""
+        } else {
+            " (without root it needs Linux 5.11+ and unprivileged overlayfs in user namespaces)"
+        };
+        format!(
+            "mounting overlayfs over {}: {e}: this kernel or user cannot mount overlayfs \
+             here{hint}",
+            spec.lower.display()
         )
-        .map_err(|e| {
-            format!(
-                "mounting overlayfs over {} ({first}; with userxattr: {e}): this kernel or \
-                 user cannot mount overlayfs here (without root it needs Linux 5.11+ and \
-                 unprivileged overlayfs in user namespaces)",
-                spec.lower.display()
-            )
-        })?;
-    }
+    })?;
 
     // A minimal /dev, shared by the sandbox's root and the overlay.
     let dev = inside("/dev");
@@ -321,6 +323,12 @@ fn init(spec: &Spec) -> Result<i32, String> {
     let _ = fs::remove_dir("/.try/oldroot");
 
     Ok(lifecycle::run(spec, &created))
+}
+
+/// Whether this process is in the initial user namespace (its uid map is the identity).
+fn initial_user_namespace() -> bool {
+    fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
 }
 
 /// A fresh procfs of the sandbox's PID namespace, with `/proc/sys` and `/proc/sysrq-trigger`
