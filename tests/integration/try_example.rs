@@ -150,3 +150,104 @@ fn try_json_gives_the_documented_fields() {
             .is_some_and(|n| n > 0)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// examples/demo.sh: the README's first command
+// ---------------------------------------------------------------------------------------------
+
+/// The demo as the README runs it: `agent try` of the example package against a busybox
+/// lower root it builds, the report with the installed files and the diff of the earlier
+/// settings, in under 45 lines, the lower root unchanged, nothing left behind with `--clean`.
+#[test]
+fn demo_tries_the_example_lifecycle_and_shows_the_report_in_under_45_lines() {
+    require_root!();
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = example().join("../../..");
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("examples/demo.sh"))
+        .arg("--clean")
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("AGENT", env!("CARGO_BIN_EXE_agent"))
+        .env("TMPDIR", tmp.path())
+        .output()
+        .expect("running examples/demo.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "demo failed: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert_eq!(stderr, "", "the demo writes its whole story on stdout");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines.len() <= 45, "{} lines:\n{stdout}", lines.len());
+    let sections: Vec<String> = lines
+        .iter()
+        .filter(|l| l.starts_with("==> "))
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            format!("==> agent {},", env!("CARGO_PKG_VERSION")).as_str(),
+            "==> lower root:",
+            "==> agent try",
+            "==> the lower",
+            "==> removed the",
+        ],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("==> the lower root after the run: unchanged"),
+        "{stdout}"
+    );
+    for stage in [
+        "apply",
+        "apply-check",
+        "config",
+        "config-check",
+        "interrupt node_restart",
+        "post-interrupt",
+        "post-interrupt-check",
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("  {stage} ")) && l.contains(" succeeded ")),
+            "{stage}:\n{stdout}"
+        );
+    }
+    for added in [
+        "/etc/sysctl.d/90-gpu-node-tuning.conf",
+        "/etc/gpu-node-tuning/README",
+        "/var/lib/gpu-node-tuning/status",
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("  added     {added}  ("))),
+            "{added}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("  modified  /etc/gpu-node-tuning/node-tuning.conf  ("),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("      -power_limit_percent=80\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("      +power_limit_percent=100\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("would run: reboot"), "{stdout}");
+    // --clean removed the sandbox directory.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

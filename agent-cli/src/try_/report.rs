@@ -515,7 +515,7 @@ pub(crate) fn stage_line(s: &StageReport) -> String {
         None => s.stage.clone(),
     };
     if s.result == "not-run" {
-        return format!("{name:<28} not run (an earlier stage failed)");
+        return format!("{name:<22} not run (an earlier stage failed)");
     }
     let what = if s.interrupt.is_some() {
         "operations"
