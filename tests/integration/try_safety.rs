@@ -327,3 +327,40 @@ fn try_reboot_from_inside_the_sandbox_ends_only_its_pid_namespace() {
     );
     before.assert_unchanged(&host.snapshot(), "after reboot -f in the sandbox");
 }
+
+#[test]
+fn try_no_network_gives_the_sandbox_an_empty_network_namespace() {
+    require_root!();
+    let host = FakeHost::new();
+    // /proc/net/dev lists the interfaces of the reader's network namespace: two header lines,
+    // then one line per interface.
+    let pkg = package(
+        &host,
+        "#!/bin/sh\ntail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort > /etc/ifaces\n",
+    );
+    let ifaces = |extra: &[&str], keep: &Path| {
+        let mut args = vec!["--stages", "apply", "--keep", keep.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let (run, report) = try_json(&host, &pkg, &args);
+        run.assert_success();
+        let report = report.expect("JSON");
+        let list = std::fs::read_to_string(keep.join("upper/etc/ifaces")).unwrap();
+        (report["network"].as_str().unwrap().to_owned(), list)
+    };
+    assert_eq!(
+        ifaces(&["--no-network"], &host.outside().join("kept-none")),
+        ("none".to_owned(), "lo\n".to_owned())
+    );
+    // By default the sandbox has this process's network: the same interfaces.
+    let mut mine: Vec<String> = std::fs::read_to_string("/proc/self/net/dev")
+        .unwrap()
+        .lines()
+        .skip(2)
+        .map(|l| l.split(':').next().unwrap().trim().to_owned())
+        .collect();
+    mine.sort();
+    assert_eq!(
+        ifaces(&[], &host.outside().join("kept-host")),
+        ("host".to_owned(), mine.join("\n") + "\n")
+    );
+}
