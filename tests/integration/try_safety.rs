@@ -364,3 +364,55 @@ fn try_no_network_gives_the_sandbox_an_empty_network_namespace() {
         ("host".to_owned(), mine.join("\n") + "\n")
     );
 }
+
+#[test]
+fn try_reports_modified_files_with_a_diff_mode_changes_and_symlinks() {
+    require_root!();
+    let host = FakeHost::new();
+    host.write("etc/app.conf", "a=1\nb=2\nc=3\n");
+    host.write_mode("etc/tool", "#!/bin/sh\n", 0o644);
+    host.write("etc/same.conf", "unchanged\n");
+    let pkg = package(
+        &host,
+        "#!/bin/sh\nset -e\nsed -i 's/^b=2$/b=20/' /etc/app.conf\nchmod 755 /etc/tool\n\
+         cat /etc/same.conf > /etc/same.conf.tmp && mv /etc/same.conf.tmp /etc/same.conf\n\
+         ln -s app.conf /etc/app.link\n",
+    );
+    let before = host.snapshot();
+    let (run, report) = try_json(&host, &pkg, &["--stages", "apply"]);
+    run.assert_success();
+    before.assert_unchanged(&host.snapshot(), "after modifications in the sandbox");
+    let report = report.expect("JSON");
+    let find = |path: &str| {
+        report["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .cloned()
+    };
+    let app = find("/etc/app.conf").expect("app.conf changed");
+    assert_eq!(app["kind"], "modified");
+    assert_eq!(app["content_changed"], true);
+    let diff = app["diff"].as_str().unwrap();
+    assert!(diff.contains("\n-b=2\n+b=20\n"), "{diff}");
+    assert!(diff.starts_with("--- /etc/app.conf (lower)\n+++ /etc/app.conf (sandbox)\n"));
+    let tool = find("/etc/tool").expect("the mode change");
+    assert_eq!(tool["kind"], "modified");
+    assert_eq!(tool["content_changed"], false);
+    assert_eq!(
+        (tool["mode_before"].as_str(), tool["mode_after"].as_str()),
+        (Some("0644"), Some("0755"))
+    );
+    // Rewritten with the same content and mode: not a change.
+    assert!(find("/etc/same.conf").is_none(), "{report}");
+    let link = find("/etc/app.link").expect("the new link");
+    assert_eq!(
+        (
+            link["kind"].as_str(),
+            link["type"].as_str(),
+            link["target"].as_str()
+        ),
+        (Some("added"), Some("symlink"), Some("app.conf"))
+    );
+}

@@ -287,6 +287,24 @@ fn prepare(args: &Try) -> Result<(Spec, tempfile::TempDir), Bad> {
 
 /// The `--keep` directory: new or empty, outside the lower root.
 fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
+    let inside_lower = |p: &Path| p.starts_with(lower) && lower != Path::new("/");
+    let refuse = |p: &Path| {
+        Bad::Failed(format!(
+            "--keep {}: inside the lower root {}, which is never written",
+            p.display(),
+            lower.display()
+        ))
+    };
+    // Refused before anything is created: the nearest existing ancestor, links resolved.
+    let absolute = std::path::absolute(dir)
+        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
+    let existing = absolute
+        .ancestors()
+        .find_map(|a| std::fs::canonicalize(a).ok())
+        .unwrap_or_default();
+    if inside_lower(&existing) {
+        return Err(refuse(dir));
+    }
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -304,12 +322,8 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
     }
     let dir = std::fs::canonicalize(dir)
         .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
-    if dir.starts_with(lower) && lower != Path::new("/") {
-        return Err(Bad::Failed(format!(
-            "--keep {}: inside the lower root {}, which is never written",
-            dir.display(),
-            lower.display()
-        )));
+    if inside_lower(&dir) {
+        return Err(refuse(&dir));
     }
     Ok(dir)
 }
