@@ -416,3 +416,69 @@ fn try_reports_modified_files_with_a_diff_mode_changes_and_symlinks() {
         (Some("added"), Some("symlink"), Some("app.conf"))
     );
 }
+
+#[test]
+fn try_runs_post_interrupt_stages_after_each_interrupt_as_the_operator_would() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = host.outside().join("pkg");
+    Package::named("trypkg", "1.0.0")
+        .step("apply", Step::new("apply.sh"))
+        .step("apply-check", Step::new("apply_check.sh"))
+        .step("post-interrupt", Step::new("post.sh"))
+        .step("post-interrupt-check", Step::new("post_check.sh"))
+        .write_into(&pkg, host.root());
+    let before = host.snapshot();
+    let (run, report) = try_json(
+        &host,
+        &pkg,
+        &[
+            "--stages",
+            "apply",
+            "--interrupt",
+            r#"{"type":"service_restart","services":["containerd"]}"#,
+            "--interrupt",
+            r#"{"type":"node_restart"}"#,
+        ],
+    );
+    run.assert_success();
+    before.assert_unchanged(&host.snapshot(), "after two interrupts");
+    let report = report.expect("JSON");
+    let stages: Vec<(String, u64, u64)> = report["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["stage"].as_str().unwrap().to_owned(),
+                s["steps_ran"].as_u64().unwrap(),
+                s["steps_skipped"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // The second post-interrupt finds its step's completion marker, as a node would.
+    assert_eq!(
+        stages,
+        [
+            ("apply".into(), 1, 0),
+            ("interrupt".into(), 2, 0),
+            ("post-interrupt".into(), 1, 0),
+            ("post-interrupt-check".into(), 1, 0),
+            ("interrupt".into(), 1, 0),
+            ("post-interrupt".into(), 0, 1),
+            ("post-interrupt-check".into(), 1, 0),
+        ]
+    );
+    let commands: Vec<&str> = report["interrupts"][0]["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        commands,
+        ["systemctl daemon-reload", "systemctl restart containerd"]
+    );
+    assert!(report["interrupts"][0]["simulated_reboot"].is_null());
+    assert!(report["interrupts"][1]["simulated_reboot"].is_object());
+}

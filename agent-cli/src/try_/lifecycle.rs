@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -183,6 +184,19 @@ fn output_file(index: usize, name: &str) -> (PathBuf, String) {
 fn run_stage(spec: &Spec, env: &[(OsString, OsString)], index: usize, mode: &str) -> StageReport {
     let (path, name) = output_file(index, mode);
     let started = Instant::now();
+    let record = Path::new(MERGED)
+        .join(spec.state_dir.trim_start_matches('/'))
+        .join("results")
+        .join(&spec.package)
+        .join(&spec.version)
+        .join(format!("{mode}.json"));
+    // The record is replaced by rename: a new inode means this run wrote it.
+    let identity = |p: &Path| {
+        fs::metadata(p)
+            .ok()
+            .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
+    };
+    let previous = identity(&record);
     let status = File::create(&path).and_then(|log| {
         let err = log.try_clone()?;
         Command::new("/proc/self/exe")
@@ -211,15 +225,13 @@ fn run_stage(spec: &Spec, env: &[(OsString, OsString)], index: usize, mode: &str
             stage.error = Some(format!("starting the agent: {e}"));
         }
     }
-    // The agent's own results record (SPEC §8.12) says what each step did.
-    let record = Path::new(MERGED)
-        .join(spec.state_dir.trim_start_matches('/'))
-        .join("results")
-        .join(&spec.package)
-        .join(&spec.version)
-        .join(format!("{mode}.json"));
-    if let Some(record) = fs::read(&record)
-        .ok()
+    // The agent's own results record (SPEC §8.12) says what each step did; only this run's
+    // (an earlier run of the same stage, a second interrupt's post-interrupt, left one too).
+    let current = identity(&record);
+    let fresh = current.is_some() && current != previous;
+    if let Some(record) = fresh
+        .then(|| fs::read(&record).ok())
+        .flatten()
         .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
     {
         stage.set_steps(&record.operations);
