@@ -482,3 +482,46 @@ fn try_runs_post_interrupt_stages_after_each_interrupt_as_the_operator_would() {
     assert!(report["interrupts"][0]["simulated_reboot"].is_null());
     assert!(report["interrupts"][1]["simulated_reboot"].is_object());
 }
+
+#[test]
+fn try_without_the_namespaces_it_needs_stops_before_running_anything() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = package(&host, "#!/bin/sh\necho ran > /etc/ran\n");
+    let before = host.snapshot();
+    // No new PID namespace may be made here (user.max_pid_namespaces = 0 in a namespace of
+    // the test's own): the sandbox cannot be built.
+    let out = std::process::Command::new("/usr/bin/unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "/bin/sh",
+            "-c",
+            "echo 0 > /proc/sys/user/max_pid_namespaces && exec \"$0\" \"$@\"",
+        ])
+        .arg(env!("CARGO_BIN_EXE_agent"))
+        .arg("try")
+        .arg(&pkg)
+        .arg("--root")
+        .arg(host.root())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("run unshare");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "agent try: cannot create the sandbox: unshare of new mount, PID, IPC and UTS \
+             namespaces: "
+        ) && stderr.trim_end().ends_with("nothing was run"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no report");
+    before.assert_unchanged(&host.snapshot(), "without a sandbox");
+    assert!(!host.exists("etc/ran"));
+}
