@@ -175,7 +175,7 @@ pub(crate) struct Change {
 pub(crate) struct AgentState {
     /// Files per category: `package` (COPY_DIR), `markers` (step completion markers),
     /// `stage-flags` (START, check_results, *_ALL_CHECKED), `history`, `results`,
-    /// `interrupt-markers`, `locks`, `logs`, `other`.
+    /// `interrupt-markers`, `locks`, `metrics`, `logs`, `other`.
     pub files: BTreeMap<String, usize>,
     /// Every file, as a host path.
     pub paths: Vec<String>,
@@ -307,6 +307,7 @@ impl Walk<'_> {
             "results" => "results",
             "locks" => "locks",
             "interrupts" => "interrupt-markers",
+            "metrics" => "metrics",
             _ => "other",
         })
     }
