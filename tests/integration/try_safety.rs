@@ -525,3 +525,54 @@ fn try_without_the_namespaces_it_needs_stops_before_running_anything() {
     before.assert_unchanged(&host.snapshot(), "without a sandbox");
     assert!(!host.exists("etc/ran"));
 }
+
+#[test]
+fn try_gives_the_stages_a_package_pods_environment_and_the_configmaps() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = package(
+        &host,
+        "#!/bin/sh\nset -e\n\
+         echo \"${LEAK:-unset} ${GIVEN:-unset} $SKYHOOK_RESOURCE_ID $SKYHOOK_DIR\" > /etc/env\n\
+         cat \"$SKYHOOK_DIR/configmaps/settings.conf\" > /etc/settings\n",
+    );
+    let settings = host.outside().join("my-settings.conf");
+    std::fs::write(&settings, "from the command line\n").unwrap();
+    let keep = host.outside().join("kept");
+    let run = host
+        .agent()
+        .env("LEAK", "from agent try's environment")
+        .arg("try")
+        .arg(&pkg)
+        .args([
+            "--root",
+            &host.root_str(),
+            "--stages",
+            "apply",
+            "--env",
+            "GIVEN=yes",
+        ])
+        .arg("--configmap")
+        .arg(format!("settings.conf={}", settings.display()))
+        .arg("--keep")
+        .arg(&keep)
+        .run();
+    run.assert_success();
+    assert_eq!(
+        std::fs::read_to_string(keep.join("upper/etc/env")).unwrap(),
+        "unset yes try-uid-1_trypkg_1.0.0 /var/lib/skyhook/try/trypkg-1.0.0-try-1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(keep.join("upper/etc/settings")).unwrap(),
+        "from the command line\n"
+    );
+    // --configmap NAME must be one path component.
+    host.agent()
+        .arg("try")
+        .arg(&pkg)
+        .args(["--root", &host.root_str(), "--configmap"])
+        .arg(format!("../x={}", settings.display()))
+        .run()
+        .assert_code(2)
+        .assert_stderr_contains("NAME must be a single path component");
+}

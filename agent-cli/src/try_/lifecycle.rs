@@ -116,24 +116,16 @@ fn item_name(item: &Item) -> String {
     }
 }
 
-/// What the operator gives a package pod (SPEC §13), then the author's `--env`.
+/// What the operator gives a package pod (SPEC §13), then the author's `--env`. Not `agent
+/// try`'s own environment: a run depends on nothing but its arguments.
 fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| {
-            !matches!(
-                k.to_str(),
-                Some(
-                    "SKYHOOK_RESOURCE_ID"
-                        | "SKYHOOK_ROOT_DIR"
-                        | "SKYHOOK_LOG_DIR"
-                        | "SKYHOOK_DATA_DIR"
-                        | "COPY_RESOLV"
-                        | "SKYHOOK_NODE_ORDER"
-                )
-            )
-        })
-        .collect();
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
     for (k, v) in [
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
+        ("HOME", "/root"),
         ("SKYHOOK_RESOURCE_ID", spec.resource_id.as_str()),
         ("SKYHOOK_ROOT_DIR", spec.state_dir.as_str()),
         ("SKYHOOK_LOG_DIR", spec.log_dir.as_str()),
