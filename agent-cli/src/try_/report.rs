@@ -52,7 +52,8 @@ pub(crate) struct StageReport {
     pub result: String,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
-    /// Steps (operations, for an interrupt) that ran and that were skipped.
+    /// Steps that ran and that were skipped; for an interrupt, operations a node would run
+    /// and those it would not (complete already, or only recorded).
     pub steps_ran: usize,
     pub steps_skipped: usize,
     pub steps: Vec<StepReport>,
@@ -518,17 +519,24 @@ pub(crate) fn stage_line(s: &StageReport) -> String {
     if s.result == "not-run" {
         return format!("{name:<22} not run (an earlier stage failed)");
     }
-    let what = if s.interrupt.is_some() {
-        "operations"
+    let plural = if s.steps_ran == 1 { "" } else { "s" };
+    let counts = if s.interrupt.is_some() {
+        format!(
+            "{} operation{plural} would run, {} not",
+            s.steps_ran, s.steps_skipped
+        )
     } else {
-        "steps"
+        format!(
+            "{} step{plural} ran, {} skipped",
+            s.steps_ran, s.steps_skipped
+        )
     };
     let code = s
         .exit_code
         .map_or_else(|| "-".to_owned(), |c| format!("exit {c}"));
     format!(
-        "{name:<28} {:<9} {code:<7} {} {what} ran, {} skipped  {} ms",
-        s.result, s.steps_ran, s.steps_skipped, s.duration_ms
+        "{name:<22} {:<9} {code:<7} {counts}  {} ms",
+        s.result, s.duration_ms
     )
 }
 
