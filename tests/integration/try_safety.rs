@@ -576,3 +576,32 @@ fn try_gives_the_stages_a_package_pods_environment_and_the_configmaps() {
         .assert_code(2)
         .assert_stderr_contains("NAME must be a single path component");
 }
+
+#[test]
+fn try_device_nodes_made_in_the_sandbox_open_nothing() {
+    require_root!();
+    let host = FakeHost::new();
+    // c 1 3 is /dev/null: harmless if it did open.
+    let pkg = package(
+        &host,
+        "#!/bin/sh\nif /bin/busybox mknod /etc/made-null c 1 3 2>/dev/null; then\n\
+         if echo x > /etc/made-null 2>/dev/null; then echo opened > /etc/verdict; \
+         else echo refused > /etc/verdict; fi\nelse echo no-mknod > /etc/verdict; fi\n\
+         echo x > /dev/null && echo dev-null-works >> /etc/verdict\n",
+    );
+    let keep = host.outside().join("kept");
+    let run = host
+        .agent()
+        .arg("try")
+        .arg(&pkg)
+        .args(["--root", &host.root_str(), "--stages", "apply", "--keep"])
+        .arg(&keep)
+        .run();
+    run.assert_success();
+    let verdict = std::fs::read_to_string(keep.join("upper/etc/verdict")).unwrap();
+    // Root of the machine may mknod (the node opens nothing); root of a user namespace may not.
+    assert!(
+        verdict == "refused\ndev-null-works\n" || verdict == "no-mknod\ndev-null-works\n",
+        "{verdict}"
+    );
+}

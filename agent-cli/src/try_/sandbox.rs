@@ -208,11 +208,12 @@ fn init(spec: &Spec) -> Result<i32, String> {
     } else {
         format!("{options},userxattr")
     };
+    // nodev: a device node made in the sandbox (mknod) opens nothing; /dev is bound below.
     mount(
         Some("overlay"),
         &merged,
         Some("overlay"),
-        MsFlags::empty(),
+        MsFlags::MS_NODEV,
         Some(options.as_str()),
     )
     .map_err(|e| {
@@ -234,7 +235,7 @@ fn init(spec: &Spec) -> Result<i32, String> {
         Some("tmpfs"),
         &dev,
         Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV,
         Some("mode=0755"),
     )
     .map_err(|e| format!("mounting a tmpfs on the sandbox's /dev: {e}"))?;
