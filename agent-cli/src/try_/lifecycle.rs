@@ -98,8 +98,15 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
                 .get_or_insert(format!("--keep: copying the upper layer: {e}"));
         }
     }
-    let text = serde_json::to_vec_pretty(&report).expect("the report serializes");
-    if let Err(e) = fs::write(Path::new(OUT).join("report.json"), text) {
+    // Both forms, rendered here: `agent try` only prints one of them.
+    let mut json = serde_json::to_vec_pretty(&report).expect("the report serializes");
+    json.push(b'\n');
+    let written = fs::write(
+        Path::new(OUT).join("report.txt"),
+        report::render(&report, spec),
+    )
+    .and_then(|()| fs::write(Path::new(OUT).join("report.json"), json));
+    if let Err(e) = written {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
             format!("agent try: writing the report: {e}\n").as_bytes(),
@@ -436,15 +443,22 @@ impl exec::Runner for Simulated {
     }
 }
 
-/// One line per finished stage in `OUT/stages.jsonl`, for a sandbox that ends early.
+/// One line per finished stage in `OUT/stages.jsonl` and `OUT/stages.txt`, for a sandbox that
+/// ends early.
 fn append_progress(stage: &StageReport) {
-    if let Ok(mut f) = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(Path::new(OUT).join("stages.jsonl"))
-    {
-        let mut line = serde_json::to_vec(stage).expect("serializes");
-        line.push(b'\n');
-        let _ = std::io::Write::write_all(&mut f, &line);
+    let mut json = serde_json::to_vec(stage).expect("serializes");
+    json.push(b'\n');
+    let text = format!("{}\n", report::stage_line(stage));
+    for (file, line) in [
+        ("stages.jsonl", json.as_slice()),
+        ("stages.txt", text.as_bytes()),
+    ] {
+        if let Ok(mut f) = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(Path::new(OUT).join(file))
+        {
+            let _ = std::io::Write::write_all(&mut f, line);
+        }
     }
 }

@@ -144,7 +144,7 @@ enum Bad {
 }
 
 /// Check every argument and stage the scratch directory. Nothing is started before this passes.
-fn prepare(args: &Try) -> Result<(Spec, tempfile::TempDir), Bad> {
+fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
     let package_dir = args.package_dir.as_deref().unwrap_or(Path::new("."));
     let package_dir = std::fs::canonicalize(package_dir)
         .map_err(|e| Bad::Failed(format!("package directory {}: {e}", package_dir.display())))?;
@@ -221,11 +221,8 @@ fn prepare(args: &Try) -> Result<(Spec, tempfile::TempDir), Bad> {
         }
     }
 
-    let scratch = tempfile::Builder::new()
-        .prefix("agent-try-")
-        .tempdir()
-        .map_err(|e| Bad::Failed(format!("creating a scratch directory: {e}")))?;
-    let scratch_path = scratch.path().to_path_buf();
+    let scratch = Scratch::new()?;
+    let scratch_path = scratch.0.clone();
     let cm_dir = scratch_path.join("configmaps");
     std::fs::create_dir(&cm_dir)
         .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
@@ -328,6 +325,27 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
     Ok(dir)
 }
 
+/// The scratch directory (`$TMPDIR/agent-try-XXXXXX`), removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Self, Bad> {
+        let template = std::env::temp_dir().join("agent-try-XXXXXX");
+        nix::unistd::mkdtemp(&template).map(Self).map_err(|e| {
+            Bad::Failed(format!(
+                "creating a scratch directory {}: {e}",
+                template.display()
+            ))
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// How the sandbox ended.
 enum Ended {
     /// Its process exited with this code.
@@ -398,10 +416,14 @@ fn supervise(spec: &Spec) -> Result<Ended, String> {
 
 fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
     let out = Output::process();
-    let report_file = spec.out.join("report.json");
-    let report: Option<report::Report> = std::fs::read(&report_file)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    // The sandbox rendered the report in both forms; it exists only if the lifecycle ran to
+    // its end.
+    let report = std::fs::read(spec.out.join(if args.json {
+        "report.json"
+    } else {
+        "report.txt"
+    }))
+    .ok();
     let keep_note = if spec.keep {
         format!("; kept in {}", spec.out.display())
     } else {
@@ -409,14 +431,8 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
     };
     match (ended, report) {
         (Ended::Exited(code), Some(report)) => {
-            if args.json {
-                let mut text = serde_json::to_string_pretty(&report).expect("serializes");
-                text.push('\n');
-                out.print(&text);
-            } else {
-                out.print(&report::render(&report, spec));
-            }
-            if *code == 0 && report.result == "succeeded" {
+            out.print(&String::from_utf8_lossy(&report));
+            if *code == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -475,14 +491,12 @@ fn describe_end(code: i32) -> String {
 
 /// The stages that finished before the sandbox ended, one line each.
 fn progress(spec: &Spec) -> String {
-    let Ok(text) = std::fs::read_to_string(spec.out.join("stages.jsonl")) else {
+    let Ok(text) = std::fs::read_to_string(spec.out.join("stages.txt")) else {
         return String::new();
     };
     let mut s = String::new();
     for line in text.lines() {
-        if let Ok(stage) = serde_json::from_str::<report::StageReport>(line) {
-            let _ = writeln!(s, "  {}", report::stage_line(&stage));
-        }
+        let _ = writeln!(s, "  {line}");
     }
     if !s.is_empty() {
         s.insert_str(0, "stages that finished:\n");

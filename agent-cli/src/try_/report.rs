@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use agent_core::state::results::OperationResult;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Spec;
 
@@ -22,7 +22,7 @@ use super::Spec;
 const DIFF_LIMIT: u64 = 64 * 1024;
 
 /// The whole report; `--json` prints it as is (docs/try.md lists the fields).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct Report {
     pub package: String,
     pub version: String,
@@ -42,7 +42,7 @@ pub(crate) struct Report {
     pub kept: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct StageReport {
     /// The MODE, or `interrupt`.
     pub stage: String,
@@ -65,7 +65,7 @@ pub(crate) struct StageReport {
     pub output_tail: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct StepReport {
     pub path: String,
     /// `ran` or `skipped`.
@@ -120,7 +120,7 @@ impl StageReport {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct InterruptReport {
     pub r#type: String,
     /// Canonical JSON.
@@ -132,7 +132,7 @@ pub(crate) struct InterruptReport {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct InterruptOperation {
     pub operation: String,
     /// The command a real run would run (never run here).
@@ -144,14 +144,14 @@ pub(crate) struct InterruptOperation {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct SimulatedReboot {
     pub boot_id_before: String,
     pub boot_id_after: String,
 }
 
 /// One change on the host.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct Change {
     /// Host path.
     pub path: String,
@@ -172,7 +172,7 @@ pub(crate) struct Change {
 }
 
 /// The agent's own files in the sandbox (not counted as changes to the host).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct AgentState {
     /// Files per category: `package` (COPY_DIR), `markers` (step completion markers),
     /// `stage-flags` (START, check_results, *_ALL_CHECKED), `history`, `results`,
