@@ -20,6 +20,7 @@ pub const NAMES: &[&str] = &[
     "plan",
     "status",
     "reset",
+    #[cfg(feature = "try")]
     "try",
     "completions",
     "man",
@@ -63,6 +64,7 @@ enum Command {
     /// --interrupt the interrupt (its commands are recorded, not run; a reboot is simulated with
     /// a new boot ID), post-interrupt and post-interrupt-check. LOWER is never written. Exit 0
     /// when every stage succeeded, 1 otherwise, 2 on malformed arguments. See docs/try.md.
+    #[cfg(feature = "try")]
     Try(crate::try_::Try),
     /// Shell completions for the subcommands: `agent completions bash|zsh|fish`.
     Completions(completions::Completions),
@@ -99,6 +101,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Reset(args) => reset::run(&args),
+        #[cfg(feature = "try")]
         Command::Try(args) => crate::try_::run(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man(args) => completions::man(&args),
