@@ -55,7 +55,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     if [ -n "${AGENT_VERSION}" ]; then export AGENT_VERSION; else unset AGENT_VERSION; fi; \
     if [ -n "${GIT_SHA}" ]; then export GIT_SHA; else unset GIT_SHA; fi; \
     RUSTFLAGS="-C target-feature=+crt-static" \
-      cargo build --release --locked -p agent-cli --bin agent --target "${target}"; \
+      cargo build --release --locked -p agent-cli --bin agent --no-default-features --target "${target}"; \
     install -D -m 0755 "target/${target}/release/agent" /out/agent; \
     if [ "$(dpkg --print-architecture)" = "${TARGETARCH}" ]; then /out/agent --version; fi
 

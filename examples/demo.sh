@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Runs the bundled example package (examples/packages/gpu-node-tuning) through
-# the agent on this machine: no root, no cluster, nothing written outside one
-# temporary sandbox directory.
+# its whole lifecycle with `agent try`: in a throwaway copy-on-write sandbox of
+# a host root, then shows what it would change on that host.
 #
-#   examples/demo.sh            build the agent, then: plan, apply, apply-check,
-#                               an upgrade to 1.2.0 (plan, upgrade,
-#                               upgrade-check) and status; keep the sandbox
-#   examples/demo.sh --clean    same, then remove the sandbox
+#   examples/demo.sh            build the agent, make a small host root, run
+#                               `agent try` with a node_restart interrupt;
+#                               keep the sandbox directory
+#   examples/demo.sh --clean    same, then remove the sandbox directory
 #   AGENT=/path/to/agent examples/demo.sh    use that binary, skip the build
 #
-# The agent runs with ROOT "/" (no chroot), its state and logs in the sandbox,
-# and the package installs its files under $SANDBOX/host (GPU_TUNING_TARGET).
-# Version 1.2.0 is the bundled 1.1.0 with its package_version raised.
-# GPU_TUNING_PROFILE (training, inference or balanced; default training)
-# selects the tuning profile. DEMO_ROOT=/path runs it against that directory
-# as the host root instead of "/" (a fake host root with a POSIX sh; the
-# agent then chroots into it, which needs root).
+# The lower (host) root is a busybox root the demo builds in its sandbox
+# directory (it needs a static busybox, e.g. `apt-get install busybox-static`),
+# holding the settings of an earlier install so that the report shows a diff.
+# DEMO_ROOT=/path uses that directory as the lower root instead (DEMO_ROOT=/ is
+# this machine's root; without root only files owned by you can be changed in
+# the sandbox). The lower root is never written: the demo hashes every file of
+# it before and after the run.
+#
+# No root needed where the kernel allows overlayfs in an unprivileged user
+# namespace (Linux 5.11+ with unprivileged user namespaces); elsewhere
+# `agent try` stops and says what is missing: run the demo as root there.
 set -euo pipefail
 
 usage() {
@@ -41,14 +45,6 @@ done
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg_src=$repo_root/examples/packages/gpu-node-tuning
-pkg=gpu-node-tuning
-v1=$(sed -n 's/^[[:space:]]*"package_version"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' \
-    "$pkg_src/config.json")
-v2=1.2.0
-if [[ $v1 != 1.1.0 ]]; then
-    echo "demo: expected package_version 1.1.0 in $pkg_src/config.json, got '$v1'" >&2
-    exit 1
-fi
 
 # --- the agent binary ---------------------------------------------------------
 if [[ -n ${AGENT:-} ]]; then
@@ -65,102 +61,67 @@ if [[ ! -x $agent ]]; then
     exit 1
 fi
 
-# --- the sandbox --------------------------------------------------------------
-# Resolved with pwd -P: the agent refuses state paths that go through symlinks.
-root=/
-prefix=
-if [[ -n ${DEMO_ROOT:-} ]]; then
-    root=$(cd "$DEMO_ROOT" && pwd -P)
-    prefix=$root
-    mkdir -p "$root/tmp"
-    sandbox=$(mktemp -d "$root/tmp/agent-demo.XXXXXX")
-else
-    sandbox=$(mktemp -d "${TMPDIR:-/tmp}/agent-demo.XXXXXX")
-fi
+sandbox=$(mktemp -d "${TMPDIR:-/tmp}/agent-demo.XXXXXX")
 sandbox=$(cd "$sandbox" && pwd -P)
-# What the agent and the steps see: the sandbox as a host path under ROOT.
-hsandbox=${sandbox#"$prefix"}
-mkdir -p "$sandbox/packages" "$sandbox/host"
+echo "==> agent $("$agent" --version), sandbox directory $sandbox"
 
-# Stage one version of the package. root_dir/ is left out: with ROOT "/" the
-# agent would overlay it onto this machine's real /etc (the overlay is covered
-# by the integration tests, in a fake host root).
-stage_package() {
-    local version=$1 dir=$sandbox/packages/$pkg-$1
-    cp -R "$pkg_src" "$dir"
-    rm -rf "$dir/root_dir"
-    sed -i "s/\"package_version\": \"$v1\"/\"package_version\": \"$version\"/" "$dir/config.json"
-}
-stage_package "$v1"
-stage_package "$v2"
-
-echo "==> agent $("$agent" --version), sandbox $sandbox"
-echo "    ROOT $root; state, logs and installed files (GPU_TUNING_TARGET) in the sandbox"
-
-agent_env() {
-    env "SKYHOOK_RESOURCE_ID=demo-uid-1_${pkg}_$1" \
-        "SKYHOOK_ROOT_DIR=$hsandbox/state" \
-        "SKYHOOK_LOG_DIR=$hsandbox/logs" \
-        "COPY_RESOLV=false" \
-        "GPU_TUNING_TARGET=$hsandbox/host" \
-        "GPU_TUNING_PROFILE=${GPU_TUNING_PROFILE:-training}" \
-        "${@:2}"
-}
-
-failed() {
-    echo >&2
-    echo "demo: '$1' failed with exit code $2; stopping." >&2
-    echo "demo: the sandbox is kept for inspection: $sandbox (logs in $sandbox/logs)" >&2
-    exit 1
-}
-
-# `agent plan`, its step lines and summary (the full plan also shows each step's
-# header, arguments, environment and the files the run would write).
-plan() {
-    local mode=$1 version=$2 rc=0 out
-    echo "==> agent plan $mode $root $hsandbox/packages/$pkg-$version   (excerpt)"
-    out=$(agent_env "$version" "$agent" plan "$mode" "$root" "$hsandbox/packages/$pkg-$version") || rc=$?
-    ((rc == 0)) || failed "agent plan $mode" "$rc"
-    grep -E '^(plan:|versions:|  (run|skip|fail|not-reached) |summary:)' <<<"$out"
-}
-
-# A stage run (stdout and stderr). The first is shown whole; later ones without
-# the legacy banner, the steps' own output (it is in the step logs), the start line
-# and the per-step result lines (the "run finished" line sums them up).
-banner_shown=false
-run() {
-    local mode=$1 version=$2 rc=0 out
-    out=$(agent_env "$version" "$agent" "$mode" "$root" "$hsandbox/packages/$pkg-$version" 2>&1) || rc=$?
-    if $banner_shown; then
-        echo "==> agent $mode $root $hsandbox/packages/$pkg-$version   (excerpt: headers and result)"
-        # The banner is the block from its first dashed line to the next.
-        awk 'NR == 1 && /^-+$/ { skip = 1; next } skip && /^-+$/ { skip = 0; next }
-             !skip && !/^\[/ && !/ INFO (run started|step finished) /' <<<"$out"
-    else
-        echo "==> agent $mode $root $hsandbox/packages/$pkg-$version"
-        printf '%s\n' "$out"
-        banner_shown=true
+# --- the lower root -----------------------------------------------------------
+if [[ -n ${DEMO_ROOT:-} ]]; then
+    lower=$(cd "$DEMO_ROOT" && pwd -P)
+    echo "==> lower root: $lower (DEMO_ROOT)"
+else
+    busybox=$(command -v busybox || true)
+    if [[ -z $busybox ]] || ldd "$busybox" >/dev/null 2>&1; then
+        echo "demo: the lower root needs a static busybox (apt-get install busybox-static)," \
+            "or set DEMO_ROOT to a host root" >&2
+        rm -rf "$sandbox"
+        exit 1
     fi
-    ((rc == 0)) || failed "agent $mode" "$rc"
+    lower=$sandbox/lower
+    mkdir -p "$lower"/{bin,etc/gpu-node-tuning,tmp,var/tmp,proc,dev,sys}
+    cp "$busybox" "$lower/bin/busybox"
+    for applet in $("$busybox" --list); do
+        [[ $applet == busybox ]] || ln -s busybox "$lower/bin/$applet"
+    done
+    echo "node-1" >"$lower/etc/hostname"
+    # An earlier install's settings, with another power limit.
+    sed 's/^power_limit_percent=100$/power_limit_percent=80/' \
+        "$pkg_src/configmaps/node-tuning.conf" >"$lower/etc/gpu-node-tuning/node-tuning.conf"
+    echo "==> lower root: $lower (busybox, /etc/hostname, an earlier node-tuning.conf)"
+fi
+
+# Every file of the lower root, hashed (path, type, mode, content or link target).
+fingerprint() {
+    (cd "$1" && find . -xdev -printf '%p %y %m %l\n' 2>/dev/null | LC_ALL=C sort &&
+        find . -xdev -type f -readable -exec sha256sum {} + 2>/dev/null | LC_ALL=C sort) |
+        sha256sum | cut -d' ' -f1
 }
+before=$(fingerprint "$lower")
 
-plan apply "$v1"
-run apply "$v1"
-run apply-check "$v1"
-plan upgrade "$v2"
-run upgrade "$v2"
-run upgrade-check "$v2"
-
-echo "==> agent status $root   (excerpt: verdict, history, checks)"
+interrupt='{"type":"node_restart"}'
+echo "==> agent try $pkg_src --root $lower --env GPU_TUNING_TARGET=/" \
+    "--env GPU_TUNING_PROFILE=training --interrupt '$interrupt' --keep $sandbox/kept"
 rc=0
-out=$(agent_env "$v2" "$agent" status "$root") || rc=$?
-((rc == 0)) || failed "agent status" "$rc"
-# Up to the first per-version section, and the check stages that passed.
-awk '/^  version / { cut = 1 } !cut || /^check stages whose checks all passed/' <<<"$out"
+"$agent" try "$pkg_src" --root "$lower" \
+    --env GPU_TUNING_TARGET=/ --env "GPU_TUNING_PROFILE=${GPU_TUNING_PROFILE:-training}" \
+    --interrupt "$interrupt" --keep "$sandbox/kept" || rc=$?
+
+after=$(fingerprint "$lower")
+if [[ $before == "$after" ]]; then
+    echo "==> the lower root after the run: unchanged (every file hashed before and after)"
+else
+    echo "demo: the lower root changed: $before -> $after" >&2
+    exit 1
+fi
+if ((rc != 0)); then
+    echo "demo: 'agent try' failed with exit code $rc; the sandbox directory is kept: $sandbox" >&2
+    exit 1
+fi
 
 if $clean; then
     rm -rf "$sandbox"
-    echo "==> removed the sandbox (--clean)"
+    echo "==> removed the sandbox directory (--clean)"
 else
-    echo "==> kept the sandbox; remove it with: rm -rf '$sandbox'"
+    echo "==> kept: $sandbox/kept (upper/: the sandbox's changes; NN-STAGE.log: each" \
+        "stage's output; report.json); remove it with: rm -rf '$sandbox'"
 fi

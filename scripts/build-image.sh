@@ -35,7 +35,7 @@ sha=${GIT_SHA:-}
 
 # --target keeps RUSTFLAGS off build scripts and proc macros (they must stay dynamic).
 AGENT_VERSION=$version GIT_SHA=$sha RUSTFLAGS="-C target-feature=+crt-static" \
-    cargo build --release --locked -p agent-cli --bin agent --target "$triple" >&2
+    cargo build --release --locked -p agent-cli --bin agent --no-default-features --target "$triple" >&2
 binary=${CARGO_TARGET_DIR:-target}/$triple/release/agent
 
 # The final image has no loader: refuse a dynamically linked binary.

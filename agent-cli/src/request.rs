@@ -5,8 +5,12 @@ use std::path::PathBuf;
 
 use agent_core::package::step::Mode;
 
-/// Usage text printed by `--help` and after every usage error.
-pub const USAGE: &str = "\
+/// Usage text printed by `--help` and after every usage error; `agent try` where it is built
+/// in (the default `try` feature).
+macro_rules! usage {
+    ($try_lines:literal) => {
+        concat!(
+            "\
 usage:
   agent MODE ROOT_MOUNT COPY_DIR
   agent interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
@@ -33,9 +37,25 @@ subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
   agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
   agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
                                                make work run again: show, then remove its markers
-  agent completions bash|zsh|fish              shell completions for the subcommands
+",
+            $try_lines,
+            "  agent completions bash|zsh|fish              shell completions for the subcommands
   agent man                                    the manual page agent.1 (roff), as in docs/agent.1
-";
+"
+        )
+    };
+}
+
+#[cfg(feature = "try")]
+pub const USAGE: &str = usage!(
+    "  agent try PACKAGE_DIR [--root LOWER] [--stages LIST] [--interrupt JSON]... [--configmap NAME=FILE]...
+            [--env K=V]... [--keep DIR] [--no-network] [--json]
+                                               a package's whole lifecycle in a throwaway
+                                               copy-on-write sandbox of LOWER, and what it changed
+"
+);
+#[cfg(not(feature = "try"))]
+pub const USAGE: &str = usage!("");
 
 /// The legacy forms' implied host root mount.
 pub const DEFAULT_ROOT: &str = "/root";

@@ -12,6 +12,7 @@ const SUBCOMMANDS: &[&str] = &[
     "plan",
     "status",
     "reset",
+    "try",
     "completions",
     "man",
 ];

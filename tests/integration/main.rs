@@ -58,3 +58,5 @@ mod stage_apply;
 mod state_edges;
 mod status;
 mod subcommands;
+mod try_example;
+mod try_safety;

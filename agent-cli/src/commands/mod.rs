@@ -20,6 +20,8 @@ pub const NAMES: &[&str] = &[
     "plan",
     "status",
     "reset",
+    #[cfg(feature = "try")]
+    "try",
     "completions",
     "man",
 ];
@@ -51,6 +53,19 @@ enum Command {
     /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
     /// --yes) remove its completion markers.
     Reset(reset::Reset),
+    /// Run a package's whole lifecycle in a throwaway copy-on-write sandbox of a host root, and
+    /// report what it changed.
+    ///
+    /// The sandbox is an overlayfs view of LOWER (read-only lower layer, temporary upper layer)
+    /// in new mount, PID, IPC and UTS namespaces (and a user namespace when not root), with a
+    /// fresh /proc, a minimal /dev and a read-only /sys; the network is the host's unless
+    /// --no-network. The package is staged as the operator stages it, then the stages run in
+    /// order by the agent's own code: apply, apply-check, config, config-check, then for each
+    /// --interrupt the interrupt (its commands are recorded, not run; a reboot is simulated with
+    /// a new boot ID), post-interrupt and post-interrupt-check. LOWER is never written. Exit 0
+    /// when every stage succeeded, 1 otherwise, 2 on malformed arguments. See docs/try.md.
+    #[cfg(feature = "try")]
+    Try(crate::try_::Try),
     /// Shell completions for the subcommands: `agent completions bash|zsh|fish`.
     Completions(completions::Completions),
     /// The manual page `agent.1` (roff), on stdout.
@@ -86,6 +101,8 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Reset(args) => reset::run(&args),
+        #[cfg(feature = "try")]
+        Command::Try(args) => crate::try_::run(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man(args) => completions::man(&args),
     }

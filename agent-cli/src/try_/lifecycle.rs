@@ -1,0 +1,462 @@
+//! The lifecycle inside the sandbox, run by its init after the pivot: the package staged as the
+//! operator stages it, each stage by the agent's operator form, interrupts recorded and
+//! completed as after a reboot, then the report.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_core::exec::{self, ExecError, MemorySink, Outcome, Output, ProcessSpec, Termination};
+use agent_core::host::boot::read_boot_id;
+use agent_core::host::errors::Chain;
+use agent_core::host::fs::HostFs;
+use agent_core::host::identity::ResourceId;
+use agent_core::host::preflight;
+use agent_core::host::runtime::Runtime;
+use agent_core::interrupt::plan;
+use agent_core::interrupt::runner::{self, InterruptOutcome, InterruptSettings};
+use agent_core::plugin::contract::REBOOT_WAIT;
+use agent_core::state::results::RunRecord;
+use agent_core::{CompletionPolicy, Interrupt};
+
+use super::report::{self, InterruptOperation, InterruptReport, Report, StageReport};
+use super::sandbox::{self, CONFIGMAPS, LOWER, MERGED, OUT, PACKAGE, UPPER};
+use super::{Item, Spec};
+
+/// Run the lifecycle and write `OUT/report.json`. Returns the sandbox's exit code.
+pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
+    let mut report = Report {
+        package: spec.package.clone(),
+        version: spec.version.clone(),
+        lower: spec.lower.display().to_string(),
+        copy_dir: spec.copy_dir.clone(),
+        resource_id: spec.resource_id.clone(),
+        network: if spec.network { "host" } else { "none" }.to_owned(),
+        result: "succeeded".into(),
+        error: None,
+        stages: Vec::new(),
+        interrupts: Vec::new(),
+        changes: Vec::new(),
+        agent_state: report::AgentState::default(),
+        kept: spec.keep.then(|| spec.out.display().to_string()),
+    };
+    let env = environment(spec);
+    if let Err(e) = stage_package(spec) {
+        report.result = "failed".into();
+        report.error = Some(format!("staging the package: {e}"));
+    }
+    let mut index = 0;
+    let mut failed = report.error.is_some();
+    for item in &spec.plan {
+        if failed {
+            report.stages.push(StageReport::not_run(&item_name(item)));
+            continue;
+        }
+        index += 1;
+        let stage = match item {
+            Item::Stage { mode } => run_stage(spec, &env, index, mode),
+            Item::Interrupt { payload } => {
+                let (stage, interrupt) = run_interrupt(spec, &env, index, payload);
+                report.interrupts.push(interrupt);
+                stage
+            }
+        };
+        failed = stage.result != "succeeded";
+        append_progress(&stage);
+        report.stages.push(stage);
+    }
+    if failed {
+        report.result = "failed".into();
+    }
+    match report::changes(
+        Path::new(LOWER),
+        Path::new(UPPER),
+        &report::Exclusions {
+            created: created.to_vec(),
+            state_dir: spec.state_dir.clone(),
+            log_dir: spec.log_dir.clone(),
+            copy_dir: spec.copy_dir.clone(),
+        },
+    ) {
+        Ok((changes, state)) => {
+            report.changes = changes;
+            report.agent_state = state;
+        }
+        Err(e) => {
+            report.result = "failed".into();
+            report.error = Some(format!("reading the upper layer: {e}"));
+        }
+    }
+    if spec.keep {
+        if let Err(e) = report::copy_upper(Path::new(UPPER), &Path::new(OUT).join("upper")) {
+            report
+                .error
+                .get_or_insert(format!("--keep: copying the upper layer: {e}"));
+        }
+    }
+    // Both forms, rendered here: `agent try` only prints one of them.
+    let mut json = serde_json::to_vec_pretty(&report).expect("the report serializes");
+    json.push(b'\n');
+    let written = fs::write(
+        Path::new(OUT).join("report.txt"),
+        report::render(&report, spec),
+    )
+    .and_then(|()| fs::write(Path::new(OUT).join("report.json"), json));
+    if let Err(e) = written {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("agent try: writing the report: {e}\n").as_bytes(),
+        );
+        return 1;
+    }
+    i32::from(report.result != "succeeded")
+}
+
+fn item_name(item: &Item) -> String {
+    match item {
+        Item::Stage { mode } => mode.clone(),
+        Item::Interrupt { .. } => "interrupt".into(),
+    }
+}
+
+/// What the operator gives a package pod (SPEC §13), then the author's `--env`. Not `agent
+/// try`'s own environment: a run depends on nothing but its arguments.
+fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    for (k, v) in [
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
+        ("HOME", "/root"),
+        ("SKYHOOK_RESOURCE_ID", spec.resource_id.as_str()),
+        ("SKYHOOK_ROOT_DIR", spec.state_dir.as_str()),
+        ("SKYHOOK_LOG_DIR", spec.log_dir.as_str()),
+        ("COPY_RESOLV", "false"),
+        ("SKYHOOK_NODE_ORDER", "0"),
+    ] {
+        env.push((k.into(), v.into()));
+    }
+    for (k, v) in &spec.env {
+        env.retain(|(name, _)| name != k.as_str());
+        env.push((k.into(), v.into()));
+    }
+    env
+}
+
+/// The operator's init container: the package's files into COPY_DIR, the configMap keys into
+/// COPY_DIR/configmaps.
+fn stage_package(spec: &Spec) -> Result<(), String> {
+    let root = Path::new(MERGED);
+    let copy_dir = Path::new(&spec.copy_dir);
+    preflight::ensure_package_data(
+        root,
+        copy_dir,
+        Path::new(PACKAGE),
+        Path::new("/.try/no-node-files"),
+    )
+    .map_err(|e| Chain(&e).to_string())?;
+    let dest = root
+        .join(spec.copy_dir.trim_start_matches('/'))
+        .join("configmaps");
+    for name in &spec.configmaps {
+        fs::create_dir_all(&dest).map_err(|e| format!("creating {}: {e}", dest.display()))?;
+        let target = dest.join(name);
+        let _ = fs::remove_file(&target);
+        fs::copy(Path::new(CONFIGMAPS).join(name), &target)
+            .map_err(|e| format!("installing configMap key {name}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The file a stage's (or interrupt's) output goes to.
+fn output_file(index: usize, name: &str) -> (PathBuf, String) {
+    let file = format!("{index:02}-{name}.log");
+    (Path::new(OUT).join(&file), file)
+}
+
+/// One stage, by the agent's operator form: `agent MODE /root COPY_DIR`.
+fn run_stage(spec: &Spec, env: &[(OsString, OsString)], index: usize, mode: &str) -> StageReport {
+    let (path, name) = output_file(index, mode);
+    let started = Instant::now();
+    let record = Path::new(MERGED)
+        .join(spec.state_dir.trim_start_matches('/'))
+        .join("results")
+        .join(&spec.package)
+        .join(&spec.version)
+        .join(format!("{mode}.json"));
+    // The record is replaced by rename: a new inode means this run wrote it.
+    let identity = |p: &Path| {
+        fs::metadata(p)
+            .ok()
+            .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
+    };
+    let previous = identity(&record);
+    let status = File::create(&path).and_then(|log| {
+        let err = log.try_clone()?;
+        Command::new("/proc/self/exe")
+            .args([mode, MERGED, &spec.copy_dir])
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .status()
+    });
+    let duration = started.elapsed();
+    let mut stage = StageReport::new(mode, duration, name);
+    match status {
+        Ok(status) => {
+            stage.exit_code = status.code();
+            stage.result = if status.success() {
+                "succeeded"
+            } else {
+                "failed"
+            }
+            .into();
+        }
+        Err(e) => {
+            stage.result = "failed".into();
+            stage.error = Some(format!("starting the agent: {e}"));
+        }
+    }
+    // The agent's own results record (SPEC §8.12) says what each step did; only this run's
+    // (an earlier run of the same stage, a second interrupt's post-interrupt, left one too).
+    let current = identity(&record);
+    let fresh = current.is_some() && current != previous;
+    if let Some(record) = fresh
+        .then(|| fs::read(&record).ok())
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+    {
+        stage.set_steps(&record.operations);
+        if stage.error.is_none() {
+            stage.error = record.error;
+        }
+    }
+    if stage.result != "succeeded" {
+        stage.output_tail = Some(tail(&path, 20));
+    }
+    stage
+}
+
+/// The last `lines` lines of a file.
+fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// One interrupt: planned as `agent plan interrupt` plans it, then run by the real marker and
+/// reboot protocol with a runner that runs nothing: each command is recorded ("would run"),
+/// an after-reboot operation ends as a reboot does (its command terminated by SIGTERM), the
+/// boot ID changes, and the protocol runs again to complete it as after the reboot.
+fn run_interrupt(
+    spec: &Spec,
+    env: &[(OsString, OsString)],
+    index: usize,
+    payload: &str,
+) -> (StageReport, InterruptReport) {
+    let started = Instant::now();
+    let (path, name) = output_file(index, "interrupt");
+    let mut interrupt = InterruptReport {
+        r#type: String::new(),
+        payload: payload.to_owned(),
+        result: "failed".into(),
+        operations: Vec::new(),
+        simulated_reboot: None,
+        error: None,
+    };
+    let result = simulate(spec, env, payload, &mut interrupt);
+    let mut stage = StageReport::new("interrupt", started.elapsed(), name);
+    stage.interrupt = Some(interrupt.r#type.clone());
+    stage.steps_ran = interrupt
+        .operations
+        .iter()
+        .filter(|o| o.action == "run")
+        .count();
+    stage.steps_skipped = interrupt.operations.len() - stage.steps_ran;
+    let mut log = String::new();
+    for op in &interrupt.operations {
+        let what = match (&op.command, op.action.as_str()) {
+            (Some(cmd), "run") => format!("would run: {cmd}"),
+            (Some(cmd), action) => format!("{action}: {cmd}"),
+            (None, action) => action.to_owned(),
+        };
+        let _ = writeln!(log, "{}: {what} ({})", op.operation, op.reason);
+    }
+    match result {
+        Ok(()) => {
+            interrupt.result = "succeeded".into();
+            stage.result = "succeeded".into();
+            stage.exit_code = Some(0);
+        }
+        Err(e) => {
+            let _ = writeln!(log, "error: {e}");
+            interrupt.error = Some(e.clone());
+            stage.result = "failed".into();
+            stage.exit_code = Some(1);
+            stage.error = Some(e);
+        }
+    }
+    let _ = fs::write(&path, log);
+    (stage, interrupt)
+}
+
+fn simulate(
+    spec: &Spec,
+    env: &[(OsString, OsString)],
+    payload: &str,
+    report: &mut InterruptReport,
+) -> Result<(), String> {
+    let decoded =
+        <dyn Interrupt>::from_json_bytes(payload.as_bytes()).map_err(|e| e.to_string())?;
+    let interrupt = decoded.interrupt;
+    interrupt.type_name().clone_into(&mut report.r#type);
+    let lookup = |name: &str| {
+        env.iter()
+            .find(|(k, _)| k.to_str() == Some(name))
+            .map(|(_, v)| v.clone())
+    };
+    let rt = Runtime::from_lookup(lookup).map_err(|e| e.to_string())?;
+    let rid = ResourceId::parse(&spec.resource_id).map_err(|e| e.to_string())?;
+    let fs = HostFs::new(Path::new(MERGED));
+    let copy_dir = PathBuf::from(&spec.copy_dir);
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the async runtime: {e}"))?;
+    tokio.block_on(async {
+        let planned =
+            plan::plan_interrupt(&fs, &rt, &rid, &copy_dir, interrupt.as_ref(), env.to_vec())
+                .await
+                .map_err(|e| Chain(&e).to_string())?;
+        if let Some(f) = &planned.failure {
+            return Err(f.clone());
+        }
+        let mut queue = VecDeque::new();
+        for op in &planned.operations {
+            let action = op.action.as_str().to_owned();
+            if action == "run" {
+                queue.push_back(op.policy == Some(CompletionPolicy::AfterReboot));
+            }
+            report.operations.push(InterruptOperation {
+                operation: op.operation.clone(),
+                command: op.command.clone(),
+                policy: op.policy.map(|p| match p {
+                    CompletionPolicy::OnSuccess => "on-success".to_owned(),
+                    CompletionPolicy::AfterReboot => "after-reboot".to_owned(),
+                }),
+                action,
+                reason: op.reason.clone(),
+            });
+        }
+        let runner = Arc::new(Simulated(Mutex::new(queue)));
+        let settings = |runner: Arc<Simulated>| InterruptSettings {
+            fs: fs.clone(),
+            exec: exec::Config {
+                output: Output::new(
+                    Arc::new(MemorySink::default()),
+                    Arc::new(MemorySink::default()),
+                ),
+                cancel: exec::Cancellation::new(),
+                stop_grace: Duration::ZERO,
+                timeout: None,
+                runner,
+            },
+            resource_id: rid.id.clone(),
+            markers_dir: rt.state_dir.join("interrupts").join("flags").join(&rid.id),
+            log_dir: rt
+                .write_logs
+                .then(|| rt.package_log_dir(&rid.package, &rid.version)),
+            copy_dir: copy_dir.clone(),
+            base_env: env.to_vec(),
+            reboot_max_attempts: rt.reboot_max_attempts,
+            reboot_wait: REBOOT_WAIT,
+        };
+        let run = runner::run(settings(runner.clone()), interrupt.as_ref()).await;
+        match run.result.map_err(|e| Chain(&e).to_string())? {
+            InterruptOutcome::Completed => Ok(()),
+            InterruptOutcome::ShutdownInProgress => {
+                // The reboot "happened": a new boot ID, then the protocol completes the
+                // pending operation as the next run after a real reboot does.
+                let before = read_boot_id(&fs).map_err(|e| e.to_string())?;
+                let after = new_boot_id()?;
+                sandbox::set_boot_id(&after)?;
+                report.simulated_reboot = Some(report::SimulatedReboot {
+                    boot_id_before: before,
+                    boot_id_after: after,
+                });
+                let run = runner::run(settings(runner), interrupt.as_ref()).await;
+                match run.result.map_err(|e| Chain(&e).to_string())? {
+                    InterruptOutcome::Completed => Ok(()),
+                    InterruptOutcome::ShutdownInProgress => Err(
+                        "the operation asked for a reboot again after the simulated reboot"
+                            .to_owned(),
+                    ),
+                }
+            }
+        }
+    })
+}
+
+fn new_boot_id() -> Result<String, String> {
+    fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .map(|s| s.trim().to_owned())
+        .map_err(|e| format!("reading /proc/sys/kernel/random/uuid: {e}"))
+}
+
+/// Runs nothing: for each command the plan said would run, in order, it answers as the
+/// command would end: an after-reboot operation as a reboot ends it (SIGTERM), any other with
+/// exit code 0.
+#[derive(Debug)]
+struct Simulated(Mutex<VecDeque<bool>>);
+
+#[async_trait::async_trait]
+impl exec::Runner for Simulated {
+    async fn run(
+        &self,
+        _cfg: &exec::Config,
+        _spec: &ProcessSpec,
+        _log: Option<&mut File>,
+    ) -> Result<Outcome, ExecError> {
+        let after_reboot = self
+            .0
+            .lock()
+            .expect("not poisoned")
+            .pop_front()
+            .unwrap_or(false);
+        Ok(Outcome::new(if after_reboot {
+            Termination::Signalled(libc::SIGTERM)
+        } else {
+            Termination::Exited(0)
+        }))
+    }
+}
+
+/// One line per finished stage in `OUT/stages.jsonl` and `OUT/stages.txt`, for a sandbox that
+/// ends early.
+fn append_progress(stage: &StageReport) {
+    let mut json = serde_json::to_vec(stage).expect("serializes");
+    json.push(b'\n');
+    let text = format!("{}\n", report::stage_line(stage));
+    for (file, line) in [
+        ("stages.jsonl", json.as_slice()),
+        ("stages.txt", text.as_bytes()),
+    ] {
+        if let Ok(mut f) = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(Path::new(OUT).join(file))
+        {
+            let _ = std::io::Write::write_all(&mut f, line);
+        }
+    }
+}

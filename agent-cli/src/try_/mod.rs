@@ -1,0 +1,504 @@
+//! `agent try PACKAGE_DIR`: a package's whole lifecycle in a throwaway copy-on-write sandbox of
+//! a host root, and what it changed there (docs/try.md).
+//!
+//! Three processes:
+//! - `agent try` (this module's [`run`]) checks the input, starts the sandbox, waits for it
+//!   (a SIGINT or SIGTERM discards it at once) and prints the report;
+//! - the sandbox process ([`sandbox::enter`]), started as `agent try --sandbox SPEC` in a new
+//!   session, unshares the namespaces and forks
+//! - the sandbox's init (PID 1 of its PID namespace), which mounts the overlay, `/proc`, `/dev`
+//!   and `/sys`, pivots into a small root of its own and runs the lifecycle ([`lifecycle`]):
+//!   each stage by the agent's own operator form, `agent MODE /root COPY_DIR`, with the
+//!   sandbox's overlay at `/root`.
+//!
+//! The lower layer is only ever a read-only overlayfs lower layer; the upper layer lives on a
+//! tmpfs of the sandbox's mount namespace and is gone with it (`--keep DIR` copies it out).
+
+mod lifecycle;
+mod report;
+mod sandbox;
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agent_core::Interrupt;
+use agent_core::exec::Output;
+use agent_core::package::config::PackageConfig;
+use agent_core::package::step::Mode;
+use serde::{Deserialize, Serialize};
+
+/// The stages run when `--stages` is not given.
+const DEFAULT_STAGES: &str = "apply,apply-check,config,config-check";
+
+/// The operator's names inside the sandbox (SPEC §13), for the skyhook `try`.
+const STATE_DIR: &str = "/var/lib/skyhook/try";
+const LOG_DIR: &str = "/var/log/skyhook/try";
+
+#[derive(Debug, clap::Args)]
+pub struct Try {
+    /// The package directory (config.json, skyhook_dir/, configmaps/, root_dir/).
+    #[arg(required_unless_present = "sandbox")]
+    package_dir: Option<PathBuf>,
+    /// The host root to use as the read-only lower layer.
+    #[arg(long, value_name = "LOWER", default_value = "/")]
+    root: PathBuf,
+    /// Comma-separated stages to run before the interrupts.
+    #[arg(long, value_name = "LIST", default_value = DEFAULT_STAGES)]
+    stages: String,
+    /// An interrupt payload as JSON (e.g. '{"type":"node_restart"}'), followed by
+    /// post-interrupt and post-interrupt-check; repeatable.
+    #[arg(long = "interrupt", value_name = "JSON")]
+    interrupts: Vec<String>,
+    /// Install FILE as configMap key NAME (COPY_DIR/configmaps/NAME); repeatable.
+    #[arg(long = "configmap", value_name = "NAME=FILE")]
+    configmaps: Vec<String>,
+    /// Set an environment variable for the stages (the package's env); repeatable.
+    #[arg(long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// Keep the upper layer, the stage outputs and report.json in DIR (new or empty).
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
+    /// Give the sandbox a new, empty network namespace (default: the host's network).
+    #[arg(long)]
+    no_network: bool,
+    /// One JSON document on stdout (fields in docs/try.md).
+    #[arg(long)]
+    json: bool,
+    /// Internal: run as the sandbox process with this spec file.
+    #[arg(long, hide = true, value_name = "SPEC")]
+    sandbox: Option<PathBuf>,
+}
+
+/// What the sandbox needs, written by `agent try` and read by the sandbox process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Spec {
+    /// The lower layer (canonical).
+    pub lower: PathBuf,
+    /// The package directory (canonical).
+    pub package_dir: PathBuf,
+    /// The scratch directory: `c/` (the sandbox's root tmpfs mount point), `configmaps/`.
+    pub scratch: PathBuf,
+    /// Where the report, the stage outputs and (with `--keep`) the upper layer go.
+    pub out: PathBuf,
+    pub keep: bool,
+    pub user_namespace: bool,
+    pub network: bool,
+    pub package: String,
+    pub version: String,
+    pub resource_id: String,
+    /// COPY_DIR inside the sandbox.
+    pub copy_dir: String,
+    pub state_dir: String,
+    pub log_dir: String,
+    pub plan: Vec<Item>,
+    /// Environment of the stages on top of the inherited one.
+    pub env: Vec<(String, String)>,
+    /// configMap keys, staged under `scratch/configmaps/`.
+    pub configmaps: Vec<String>,
+}
+
+/// One item of the lifecycle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub(crate) enum Item {
+    Stage { mode: String },
+    Interrupt { payload: String },
+}
+
+/// Exit code of the sandbox process when its setup failed (it printed why).
+pub(crate) const SETUP_FAILED: i32 = 3;
+
+pub fn run(args: &Try) -> ExitCode {
+    if let Some(spec) = &args.sandbox {
+        return ExitCode::from(sandbox::enter(spec));
+    }
+    let out = Output::process();
+    let spec = match prepare(args) {
+        Ok(p) => p,
+        Err(Bad::Usage(msg)) => {
+            out.eprint(&format!("agent try: {msg}\n"));
+            return ExitCode::from(2);
+        }
+        Err(Bad::Failed(msg)) => {
+            out.eprint(&format!("agent try: {msg}\n"));
+            return ExitCode::from(1);
+        }
+    };
+    let (spec, _scratch) = spec;
+    match supervise(&spec) {
+        Ok(ended) => finish(args, &spec, &ended),
+        Err(msg) => {
+            out.eprint(&format!("agent try: {msg}\n"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+enum Bad {
+    Usage(String),
+    Failed(String),
+}
+
+/// Check every argument and stage the scratch directory. Nothing is started before this passes.
+fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
+    let package_dir = args.package_dir.as_deref().unwrap_or(Path::new("."));
+    let package_dir = std::fs::canonicalize(package_dir)
+        .map_err(|e| Bad::Failed(format!("package directory {}: {e}", package_dir.display())))?;
+    let config_path = package_dir.join("config.json");
+    let (config, _warnings) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
+        .map_err(|e| {
+        Bad::Failed(format!(
+            "loading {}: {}",
+            config_path.display(),
+            agent_core::host::errors::Chain(&e)
+        ))
+    })?;
+    let lower = std::fs::canonicalize(&args.root)
+        .map_err(|e| Bad::Failed(format!("lower root {}: {e}", args.root.display())))?;
+    if !lower.is_dir() {
+        return Err(Bad::Failed(format!(
+            "lower root {} is not a directory",
+            lower.display()
+        )));
+    }
+    // overlayfs takes the layers as a comma- and colon-separated option string.
+    if lower.to_string_lossy().contains([',', ':', '\\']) {
+        return Err(Bad::Failed(format!(
+            "lower root {}: overlayfs cannot take a path containing ',', ':' or '\\'",
+            lower.display()
+        )));
+    }
+
+    let mut plan = Vec::new();
+    for mode in args
+        .stages
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        mode.parse::<Mode>().map_err(|_| {
+            Bad::Usage(format!(
+                "--stages: unknown stage {mode:?} (one of apply, apply-check, config, \
+                 config-check, upgrade, upgrade-check, uninstall, uninstall-check, \
+                 post-interrupt, post-interrupt-check)"
+            ))
+        })?;
+        plan.push(Item::Stage {
+            mode: mode.to_owned(),
+        });
+    }
+    for payload in &args.interrupts {
+        let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())
+            .map_err(|e| Bad::Usage(format!("--interrupt {payload}: {e}")))?;
+        decoded
+            .interrupt
+            .validate_payload()
+            .map_err(|e| Bad::Usage(format!("--interrupt {payload}: {e}")))?;
+        plan.push(Item::Interrupt {
+            payload: decoded.interrupt.to_json(),
+        });
+        for mode in ["post-interrupt", "post-interrupt-check"] {
+            plan.push(Item::Stage {
+                mode: mode.to_owned(),
+            });
+        }
+    }
+    if plan.is_empty() {
+        return Err(Bad::Usage("--stages: no stage to run".into()));
+    }
+
+    let mut env = Vec::new();
+    for kv in &args.env {
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !k.contains('\0') && !v.contains('\0') => {
+                env.push((k.to_owned(), v.to_owned()));
+            }
+            _ => return Err(Bad::Usage(format!("--env {kv:?}: expected K=V"))),
+        }
+    }
+
+    let scratch = Scratch::new()?;
+    let scratch_path = scratch.0.clone();
+    let cm_dir = scratch_path.join("configmaps");
+    std::fs::create_dir(&cm_dir)
+        .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
+        .map_err(|e| Bad::Failed(format!("creating {}: {e}", cm_dir.display())))?;
+    let mut configmaps = Vec::new();
+    for nf in &args.configmaps {
+        let Some((name, file)) = nf.split_once('=') else {
+            return Err(Bad::Usage(format!(
+                "--configmap {nf:?}: expected NAME=FILE"
+            )));
+        };
+        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            return Err(Bad::Usage(format!(
+                "--configmap {nf:?}: NAME must be a single path component"
+            )));
+        }
+        std::fs::copy(file, cm_dir.join(name))
+            .map_err(|e| Bad::Failed(format!("--configmap {name}: reading {file}: {e}")))?;
+        configmaps.push(name.to_owned());
+    }
+
+    let (out, keep) = if let Some(dir) = &args.keep {
+        (keep_dir(dir, &lower)?, true)
+    } else {
+        let dir = scratch_path.join("out");
+        std::fs::create_dir(&dir)
+            .map_err(|e| Bad::Failed(format!("creating {}: {e}", dir.display())))?;
+        (dir, false)
+    };
+
+    let pkg = config.package_name.clone();
+    let ver = config.package_version.clone();
+    let spec = Spec {
+        lower,
+        package_dir,
+        scratch: scratch_path.clone(),
+        out,
+        keep,
+        user_namespace: !nix::unistd::geteuid().is_root(),
+        network: !args.no_network,
+        resource_id: format!("try-uid-1_{pkg}_{ver}"),
+        copy_dir: format!("{STATE_DIR}/{pkg}-{ver}-try-1"),
+        state_dir: STATE_DIR.to_owned(),
+        log_dir: LOG_DIR.to_owned(),
+        package: pkg,
+        version: ver,
+        plan,
+        env,
+        configmaps,
+    };
+    let file = scratch_path.join("spec.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&spec).expect("the spec serializes"),
+    )
+    .map_err(|e| Bad::Failed(format!("writing {}: {e}", file.display())))?;
+    Ok((spec, scratch))
+}
+
+/// The `--keep` directory: new or empty, outside the lower root.
+fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
+    let inside_lower = |p: &Path| p.starts_with(lower) && lower != Path::new("/");
+    let refuse = |p: &Path| {
+        Bad::Failed(format!(
+            "--keep {}: inside the lower root {}, which is never written",
+            p.display(),
+            lower.display()
+        ))
+    };
+    // Refused before anything is created: the nearest existing ancestor, links resolved.
+    let absolute = std::path::absolute(dir)
+        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
+    let existing = absolute
+        .ancestors()
+        .find_map(|a| std::fs::canonicalize(a).ok())
+        .unwrap_or_default();
+    if inside_lower(&existing) {
+        return Err(refuse(dir));
+    }
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(Bad::Failed(format!(
+                    "--keep {}: the directory is not empty",
+                    dir.display()
+                )));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Bad::Failed(format!("--keep {}: creating it: {e}", dir.display())))?;
+        }
+        Err(e) => return Err(Bad::Failed(format!("--keep {}: {e}", dir.display()))),
+    }
+    let dir = std::fs::canonicalize(dir)
+        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
+    if inside_lower(&dir) {
+        return Err(refuse(&dir));
+    }
+    Ok(dir)
+}
+
+/// The scratch directory (`$TMPDIR/agent-try-XXXXXX`), removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Self, Bad> {
+        let template = std::env::temp_dir().join("agent-try-XXXXXX");
+        nix::unistd::mkdtemp(&template).map(Self).map_err(|e| {
+            Bad::Failed(format!(
+                "creating a scratch directory {}: {e}",
+                template.display()
+            ))
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// How the sandbox ended.
+enum Ended {
+    /// Its process exited with this code.
+    Exited(i32),
+    /// A SIGINT or SIGTERM to `agent try` discarded it.
+    Stopped(i32),
+}
+
+/// Start the sandbox process and wait for it; a SIGINT or SIGTERM kills it (and with it, by
+/// its parent-death signal and its PID namespace, everything in the sandbox).
+fn supervise(spec: &Spec) -> Result<Ended, String> {
+    // The signal that stopped `agent try`, 0 while none.
+    let stopped = Arc::new(AtomicUsize::new(0));
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let number = usize::try_from(sig).expect("signal numbers are positive");
+        signal_hook::flag::register_usize(sig, Arc::clone(&stopped), number)
+            .map_err(|e| format!("installing a signal handler: {e}"))?;
+    }
+    let stop_signal = || i32::try_from(stopped.load(Ordering::SeqCst)).unwrap_or(libc::SIGTERM);
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    cmd.args([
+        OsString::from("try"),
+        OsString::from("--sandbox"),
+        spec.scratch.join("spec.json").into_os_string(),
+    ]);
+    cmd.stdin(std::process::Stdio::null());
+    // SAFETY: setsid and prctl are async-signal-safe system calls; nothing else runs between
+    // fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            // Out of the terminal's process group: a Ctrl-C reaches `agent try` only, which
+            // discards the whole sandbox.
+            nix::unistd::setsid()?;
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting the sandbox process: {e}"))?;
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| format!("waiting for the sandbox: {e}"))?
+        {
+            use std::os::unix::process::ExitStatusExt as _;
+            let stop = stop_signal();
+            if stop != 0 {
+                return Ok(Ended::Stopped(stop));
+            }
+            return Ok(Ended::Exited(
+                status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+            ));
+        }
+        let stop = stop_signal();
+        if stop != 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Ended::Stopped(stop));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
+    let out = Output::process();
+    // The sandbox rendered the report in both forms; it exists only if the lifecycle ran to
+    // its end.
+    let report = std::fs::read(spec.out.join(if args.json {
+        "report.json"
+    } else {
+        "report.txt"
+    }))
+    .ok();
+    let keep_note = if spec.keep {
+        format!("; kept in {}", spec.out.display())
+    } else {
+        String::new()
+    };
+    match (ended, report) {
+        (Ended::Exited(code), Some(report)) => {
+            out.print(&String::from_utf8_lossy(&report));
+            if *code == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        (Ended::Exited(code), None) if *code == SETUP_FAILED => {
+            // The sandbox said what was missing, on stderr.
+            ExitCode::from(1)
+        }
+        (Ended::Exited(code), None) => {
+            let mut msg = String::new();
+            let _ = write!(
+                msg,
+                "agent try: the sandbox ended before the lifecycle finished ({})",
+                describe_end(*code)
+            );
+            let _ = writeln!(
+                msg,
+                "; the lower root {} was not written{keep_note}",
+                spec.lower.display()
+            );
+            msg.push_str(&progress(spec));
+            out.eprint(&msg);
+            ExitCode::from(1)
+        }
+        (Ended::Stopped(sig), _) => {
+            let name = nix::sys::signal::Signal::try_from(*sig)
+                .map_or_else(|_| sig.to_string(), |s| s.as_str().to_owned());
+            let mut msg = format!(
+                "agent try: stopped by {name}: the sandbox and every process in it were \
+                 discarded; the lower root {} was not written{keep_note}\n",
+                spec.lower.display()
+            );
+            msg.push_str(&progress(spec));
+            out.eprint(&msg);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What ended the sandbox process, from its exit code.
+fn describe_end(code: i32) -> String {
+    match code {
+        // SIGHUP: LINUX_REBOOT_CMD_RESTART; SIGINT: halt or power-off (reboot(2) in a PID
+        // namespace kills the namespace's init with these).
+        129 => "its init was killed by SIGHUP: reboot(2) from inside the sandbox ends only the \
+                sandbox's PID namespace"
+            .to_owned(),
+        130 => "its init was killed by SIGINT: a halt or power-off (reboot(2)) from inside the \
+                sandbox ends only the sandbox's PID namespace"
+            .to_owned(),
+        c if c > 128 => format!("its init was killed by signal {}", c - 128),
+        c => format!("exit code {c}"),
+    }
+}
+
+/// The stages that finished before the sandbox ended, one line each.
+fn progress(spec: &Spec) -> String {
+    let Ok(text) = std::fs::read_to_string(spec.out.join("stages.txt")) else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for line in text.lines() {
+        let _ = writeln!(s, "  {line}");
+    }
+    if !s.is_empty() {
+        s.insert_str(0, "stages that finished:\n");
+    }
+    s
+}
