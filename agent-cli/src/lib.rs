@@ -3,6 +3,7 @@
 //! Distributors who link extra interrupt kinds build their own binary that calls [`main`].
 
 mod commands;
+mod metrics;
 mod request;
 mod signals;
 
@@ -157,7 +158,7 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
 }
 
 /// The git commit the binary was built from (`GIT_SHA` at build time), or `unknown`.
-fn git_sha() -> &'static str {
+pub(crate) fn git_sha() -> &'static str {
     match option_env!("GIT_SHA") {
         Some(sha) if !sha.is_empty() => sha,
         _ => "unknown",
@@ -203,7 +204,7 @@ fn log_run_finished(result: &anyhow::Result<()>, operations: &[OperationResult],
 }
 
 /// Whether the run ended because the agent was told to stop (SIGTERM/SIGINT, SPEC §10).
-fn is_stop(e: &anyhow::Error) -> bool {
+pub(crate) fn is_stop(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         matches!(
             cause.downcast_ref::<stage::StageError>(),
@@ -333,6 +334,7 @@ fn run_operator(
             operations: std::mem::take(operations),
         };
         save_results(&fs, &rt.state_dir, &record);
+        metrics::save(&fs, rt, &record, result.as_ref().err(), started, None);
         *operations = record.operations;
         result
     })
@@ -394,8 +396,8 @@ async fn run_interrupt(
     let type_name = decoded.interrupt.type_name();
     let started = SystemTime::now();
     let state_fs = settings.fs.clone();
-    let (result, _records, operations) =
-        interrupts::run_interrupt_with_results(settings, decoded.interrupt.as_ref()).await;
+    let (result, operations, tally) =
+        interrupts::run_interrupt_tallied(settings, decoded.interrupt.as_ref()).await;
     let result = result.with_context(|| format!("interrupt {type_name}"));
     let record = RunRecord {
         agent_version: version().to_owned(),
@@ -410,6 +412,14 @@ async fn run_interrupt(
         operations,
     };
     save_results(&state_fs, &rt.state_dir, &record);
+    metrics::save(
+        &state_fs,
+        rt,
+        &record,
+        result.as_ref().err(),
+        started,
+        Some((type_name, tally)),
+    );
     *operations_out = record.operations;
     match result? {
         InterruptOutcome::Completed => Ok(()),

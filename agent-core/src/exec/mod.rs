@@ -539,8 +539,8 @@ impl Runner for ProcessRunner {
         // What the kernel accounts to the process, read once it has exited and before the
         // async side reaps it (see `usage`).
         let mut exit_wait = pgid.map(|pg| {
-            let pid = pg.as_raw();
-            tokio::task::spawn_blocking(move || usage::wait_exited(pid))
+            let leader = pg.as_raw();
+            tokio::task::spawn_blocking(move || usage::wait_exited(leader))
         });
         let mut accounted = None;
         let mut relayed = None;

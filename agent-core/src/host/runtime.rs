@@ -42,6 +42,9 @@ pub struct Runtime {
     pub step_timeout: Option<Duration>,
     pub stop_grace: Duration,
     pub reboot_max_attempts: u32,
+    /// `SKYHOOK_AGENT_METRICS_DIR`, host-absolute and cleaned: where a copy of the package's
+    /// metrics file goes (node-exporter's textfile directory); `None` when unset or empty.
+    pub metrics_dir: Option<PathBuf>,
     /// Warnings found while parsing (invalid values replaced by false or the default),
     /// emitted once logging is set up.
     pub warnings: Vec<String>,
@@ -152,6 +155,22 @@ impl Runtime {
             },
         };
 
+        // A diagnostic setting: a value that escapes ROOT is warned about and ignored.
+        let metrics_dir = match text("SKYHOOK_AGENT_METRICS_DIR")? {
+            None => None,
+            Some(v) if v.is_empty() => None,
+            Some(v) => match host_dir("SKYHOOK_AGENT_METRICS_DIR", &v) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    warnings.push(format!(
+                        "environment variable SKYHOOK_AGENT_METRICS_DIR={v:?} {}; writing no metrics copy",
+                        e.reason
+                    ));
+                    None
+                }
+            },
+        };
+
         Ok(Self {
             copy_resolv,
             always_run_step,
@@ -166,6 +185,7 @@ impl Runtime {
             step_timeout,
             stop_grace,
             reboot_max_attempts,
+            metrics_dir,
             warnings,
         })
     }
@@ -306,6 +326,35 @@ mod tests {
         .unwrap();
         assert_eq!(rt.state_dir, Path::new("/var/lib/skyhook/sk1"));
         assert_eq!(rt.log_dir, Path::new("/var/log/sk1"));
+    }
+
+    #[test]
+    fn the_metrics_directory_is_cleaned_and_one_that_escapes_is_ignored_with_a_warning() {
+        assert_eq!(parse(&[]).unwrap().metrics_dir, None);
+        assert_eq!(
+            parse(&[("SKYHOOK_AGENT_METRICS_DIR", "")])
+                .unwrap()
+                .metrics_dir,
+            None
+        );
+        let rt = parse(&[(
+            "SKYHOOK_AGENT_METRICS_DIR",
+            "var/lib/node_exporter//textfile/.",
+        )])
+        .unwrap();
+        assert_eq!(
+            rt.metrics_dir.as_deref(),
+            Some(Path::new("/var/lib/node_exporter/textfile"))
+        );
+        assert!(rt.warnings.is_empty());
+        let rt = parse(&[("SKYHOOK_AGENT_METRICS_DIR", "/../etc")]).unwrap();
+        assert_eq!(rt.metrics_dir, None);
+        assert_eq!(rt.warnings.len(), 1);
+        assert!(
+            rt.warnings[0].contains("SKYHOOK_AGENT_METRICS_DIR=\"/../etc\" escapes the host root"),
+            "{:?}",
+            rt.warnings
+        );
     }
 
     #[test]

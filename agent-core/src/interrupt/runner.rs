@@ -124,6 +124,18 @@ pub enum OperationRecord {
     },
 }
 
+/// What one interrupt run did, counted for the node's metrics (`agent_core::state::metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterruptTally {
+    /// Completion markers written: operations that succeeded, after-reboot operations
+    /// promoted once the boot ID changed, and kinds without commands marked done.
+    pub completed: u32,
+    /// After-reboot commands started (each one an attempt the loop guard counts).
+    pub reboots_requested: u32,
+    /// Runs the reboot loop guard refused (SPEC §9.6).
+    pub loop_guard_refusals: u32,
+}
+
 /// The core's side of an interrupt run, handed to [`InterruptKind::run`](crate::InterruptKind::run).
 #[derive(Debug)]
 pub struct InterruptContext {
@@ -134,6 +146,7 @@ pub struct InterruptContext {
     logs: Mutex<RunLogs>,
     records: Mutex<Vec<OperationRecord>>,
     results: Mutex<Vec<OperationResult>>,
+    tally: Mutex<InterruptTally>,
     shutdown_in_progress: Mutex<bool>,
     /// `Some` for a dry run ([`plan_interrupt`]): operations are recorded here instead of run.
     dry_run: Option<Mutex<DryRun>>,
@@ -197,6 +210,7 @@ impl InterruptContext {
             logs: Mutex::new(logs),
             records: Mutex::new(Vec::new()),
             results: Mutex::new(Vec::new()),
+            tally: Mutex::new(InterruptTally::default()),
             shutdown_in_progress: Mutex::new(false),
             dry_run: None,
         }
@@ -268,6 +282,7 @@ impl InterruptContext {
             .fs
             .write_atomic(&marker, now_stamp().as_bytes())
             .map_err(state_err(format!("writing {}", marker.display())))?;
+        self.count(|t| t.completed += 1);
         Ok(())
     }
 
@@ -303,10 +318,13 @@ impl InterruptContext {
                 "Skipping interrupt {}_{index} because it was already run for {}\n",
                 self.type_name, s.resource_id
             ));
-            self.result(OperationResult::skipped(
-                format!("{}_{index}", self.type_name),
-                "completion marker present",
-            ));
+            self.result(
+                OperationResult::skipped(
+                    format!("{}_{index}", self.type_name),
+                    "completion marker present",
+                )
+                .with_id(format!("{}_{index}", self.type_name)),
+            );
             self.record(OperationRecord::Skipped {
                 marker: complete_name,
             });
@@ -316,7 +334,7 @@ impl InterruptContext {
             return Err(InterruptError::Stopped);
         }
         match policy {
-            CompletionPolicy::OnSuccess => self.run_on_success(&complete, command).await,
+            CompletionPolicy::OnSuccess => self.run_on_success(index, &complete, command).await,
             CompletionPolicy::AfterReboot => self.run_after_reboot(index, &complete, command).await,
         }
     }
@@ -358,14 +376,25 @@ impl InterruptContext {
         self.results.lock().expect("lock").clone()
     }
 
+    /// What the run counted so far, for metrics.
+    pub fn tally(&self) -> InterruptTally {
+        *self.tally.lock().expect("lock")
+    }
+
+    fn count(&self, f: impl FnOnce(&mut InterruptTally)) {
+        f(&mut self.tally.lock().expect("lock"));
+    }
+
     async fn run_on_success(
         &self,
+        index: usize,
         complete: &Path,
         command: Command,
     ) -> Result<(), InterruptError> {
         let text = command.to_string();
         let outcome = self
             .execute(
+                index,
                 &command,
                 CompletionPolicy::OnSuccess,
                 "no completion marker",
@@ -383,6 +412,7 @@ impl InterruptContext {
                 .fs
                 .write_atomic(complete, now_stamp().as_bytes())
                 .map_err(state_err(format!("writing {}", complete.display())))?;
+            self.count(|t| t.completed += 1);
         }
         // SPEC §10: a command stopped by the agent's own termination signal was judged above;
         // the run ends with the stop, whatever the command's result.
@@ -434,10 +464,14 @@ impl InterruptContext {
                 fs.remove_file(&attempts)
                     .map_err(state_err(format!("removing {}", attempts.display())))?;
                 info!(marker = %complete.display(), "skipping completed interrupt after host reboot");
-                self.result(OperationResult::skipped(
-                    format!("{}_{index}", self.type_name),
-                    format!("the host rebooted since the command ran (boot ID was {since})"),
-                ));
+                self.count(|t| t.completed += 1);
+                self.result(
+                    OperationResult::skipped(
+                        format!("{}_{index}", self.type_name),
+                        format!("the host rebooted since the command ran (boot ID was {since})"),
+                    )
+                    .with_id(format!("{}_{index}", self.type_name)),
+                );
                 self.record(OperationRecord::PromotedAfterReboot {
                     marker: complete
                         .file_name()
@@ -455,6 +489,7 @@ impl InterruptContext {
                          to reboot until a human looks"
                     );
                 }
+                self.count(|t| t.loop_guard_refusals += 1);
                 return Err(InterruptError::RebootLoop {
                     count,
                     max: s.reboot_max_attempts,
@@ -486,7 +521,7 @@ impl InterruptContext {
 
         let reason = format!("reboot requested under boot ID {boot_id}");
         let result = self
-            .execute(&command, CompletionPolicy::AfterReboot, &reason)
+            .execute(index, &command, CompletionPolicy::AfterReboot, &reason)
             .await;
         // SPEC §9.6: an attempt counts only once the command was started after its pending
         // marker was written. A missing `reboot`, a spawn failure or a failed pending write
@@ -495,6 +530,7 @@ impl InterruptContext {
         // killed while the command runs records no attempt; the boot ID changes with a real
         // reboot, and the count restarts then anyway.)
         if was_spawned(&result) {
+            self.count(|t| t.reboots_requested += 1);
             let record = format!("boot-id:{boot_id}\nattempts:{}\n", count + 1);
             if let Err(e) = fs.write_atomic(&attempts, record.as_bytes()) {
                 warn!(
@@ -560,6 +596,7 @@ impl InterruptContext {
     /// Echo, open the invocation's log lazily, run chrooted into ROOT with cwd COPY_DIR.
     async fn execute(
         &self,
+        index: usize,
         command: &Command,
         policy: CompletionPolicy,
         reason: &str,
@@ -622,16 +659,23 @@ impl InterruptContext {
             }
         };
         // One result line per operation, with the same fields as a step's `step finished`.
+        let usage = &outcome.usage;
         info!(
             command = %text,
             result = %outcome.termination,
             duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            cpu_user_ms = usage.user_cpu_us / 1000,
+            cpu_system_ms = usage.system_cpu_us / 1000,
+            max_rss_kib = usage.max_rss_bytes / 1024,
+            stdout_bytes = usage.stdout_bytes,
+            stderr_bytes = usage.stderr_bytes,
             decision = if succeeded { "succeeded" } else { "failed" },
             "operation finished"
         );
-        self.result(OperationResult::ran(
-            &text, reason, &outcome, succeeded, log_field,
-        ));
+        self.result(
+            OperationResult::ran(&text, reason, &outcome, succeeded, log_field)
+                .with_id(format!("{}_{index}", self.type_name)),
+        );
         self.record(OperationRecord::Ran {
             command: text,
             termination: outcome.termination,
@@ -998,10 +1042,36 @@ pub async fn run_interrupt(
     (result, records)
 }
 
+/// [`run_interrupt_with_results`], also returning what the run counted (for metrics).
+pub async fn run_interrupt_tallied(
+    settings: InterruptSettings,
+    interrupt: &dyn Interrupt,
+) -> (
+    Result<InterruptOutcome, InterruptError>,
+    Vec<OperationResult>,
+    InterruptTally,
+) {
+    let mut tally = InterruptTally::default();
+    let (result, _, results) = run_interrupt_inner(settings, interrupt, &mut tally).await;
+    (result, results, tally)
+}
+
 /// [`run_interrupt`], also returning the detailed results of each operation.
 pub async fn run_interrupt_with_results(
     settings: InterruptSettings,
     interrupt: &dyn Interrupt,
+) -> (
+    Result<InterruptOutcome, InterruptError>,
+    Vec<OperationRecord>,
+    Vec<OperationResult>,
+) {
+    run_interrupt_inner(settings, interrupt, &mut InterruptTally::default()).await
+}
+
+async fn run_interrupt_inner(
+    settings: InterruptSettings,
+    interrupt: &dyn Interrupt,
+    tally: &mut InterruptTally,
 ) -> (
     Result<InterruptOutcome, InterruptError>,
     Vec<OperationRecord>,
@@ -1019,6 +1089,7 @@ pub async fn run_interrupt_with_results(
     let finished = cx.finish_log();
     let records = cx.records();
     let results = cx.results();
+    *tally = cx.tally();
     let result = match (result, shutdown) {
         (_, true) => Ok(InterruptOutcome::ShutdownInProgress),
         (Ok(()), false) => finished.map(|()| InterruptOutcome::Completed),

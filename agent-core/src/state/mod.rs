@@ -4,5 +4,6 @@ pub mod history;
 pub mod locks;
 pub mod logs;
 pub mod markers;
+pub mod metrics;
 pub mod results;
 pub mod status;
