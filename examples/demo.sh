@@ -157,6 +157,7 @@ out=$(agent_env "$v2" "$agent" status "$root") || rc=$?
 ((rc == 0)) || failed "agent status" "$rc"
 # Up to the first per-version section, and the check stages that passed.
 awk '/^  version / { cut = 1 } !cut || /^check stages whose checks all passed/' <<<"$out"
+echo "    metrics (Prometheus text format, docs/metrics.md): $sandbox/state/metrics/$pkg.prom"
 
 if $clean; then
     rm -rf "$sandbox"

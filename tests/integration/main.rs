@@ -48,6 +48,7 @@ mod locking;
 mod logs;
 mod malformed;
 mod messages;
+mod metrics;
 mod plan_diff;
 mod plugins;
 mod preflight;
