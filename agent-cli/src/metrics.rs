@@ -13,7 +13,8 @@ use agent_core::state::results::RunRecord;
 use tracing::{debug, warn};
 
 /// Fold the finished run into `STATE/metrics/<pkg>.prom` (and the copy in
-/// `SKYHOOK_AGENT_METRICS_DIR`). `error`: why the run failed, if it did.
+/// `SKYHOOK_AGENT_METRICS_DIR`), unless `SKYHOOK_AGENT_WRITE_METRICS=false`. `error`: why the
+/// run failed, if it did.
 pub(crate) fn save(
     fs: &HostFs,
     rt: &Runtime,
@@ -22,6 +23,9 @@ pub(crate) fn save(
     started: SystemTime,
     interrupt: Option<(&str, InterruptTally)>,
 ) {
+    if !rt.write_metrics {
+        return;
+    }
     let result = match error {
         None => RunResult::Succeeded,
         Some(e) if crate::is_stop(e) => RunResult::Stopped,

@@ -24,7 +24,7 @@ const BIG: &str = "#!/bin/sh\ndd if=/dev/zero of=/dev/null bs=32M count=1 2>/dev
 
 /// Parse with a real Prometheus text-format parser; every sample line must have been taken,
 /// and every family must have HELP and TYPE.
-fn scrape(text: &str) -> Scrape {
+pub fn scrape(text: &str) -> Scrape {
     let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parsing");
     let lines = text.lines().filter(|l| !l.starts_with('#')).count();
     assert_eq!(
@@ -470,6 +470,24 @@ fn a_missing_or_unwritable_metrics_directory_is_a_warning_and_the_result_stands(
     require_root!();
     let host = FakeHost::new();
     host.install(&two_steps());
+
+    // Turned off: no metrics at all, the usage still in the results record.
+    host.mkdir(TEXTFILE_DIR.trim_start_matches('/'));
+    let run = apply(
+        &host,
+        &[
+            ("SKYHOOK_AGENT_WRITE_METRICS", "false"),
+            ("SKYHOOK_AGENT_METRICS_DIR", TEXTFILE_DIR),
+        ],
+    );
+    run.assert_success();
+    assert!(!host.exists(&format!("{STATE}/metrics")));
+    assert!(host.list(TEXTFILE_DIR.trim_start_matches('/')).is_empty());
+    assert_eq!(
+        record(&host, "apply")["operations"][0]["usage"]["stdout_bytes"],
+        6
+    );
+    std::fs::remove_dir(host.path(TEXTFILE_DIR.trim_start_matches('/'))).unwrap();
 
     // Missing: warned about with the cause, not created; the stage succeeds.
     let run = apply(&host, &[("SKYHOOK_AGENT_METRICS_DIR", TEXTFILE_DIR)]);

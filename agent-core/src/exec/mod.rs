@@ -602,10 +602,15 @@ impl Runner for ProcessRunner {
                 () = sleep_until(timeout_at), if !timed_out && status.is_none() && timeout_at.is_some() => {
                     // SPEC §10: the deadline can be noticed late (the agent was paused or
                     // throttled); a process that exited by then is judged by its exit status.
-                    if let Some(a) = pgid.and_then(|pg| usage::exited_now(pg.as_raw())) {
-                        accounted = Some(a);
-                    }
-                    if let Ok(Some(st)) = child.try_wait() {
+                    // Reaped only once its usage is read, so that no exit between the two
+                    // loses the figures.
+                    let exited_now = pgid.is_none_or(|pg| {
+                        let a = usage::exited_now(pg.as_raw());
+                        accounted = accounted.or(a);
+                        a.is_some()
+                    });
+                    let reaped = if exited_now { child.try_wait().ok().flatten() } else { None };
+                    if let Some(st) = reaped {
                         status = Some(exited(st, pgid));
                     } else {
                         timed_out = true;

@@ -24,10 +24,16 @@ pub enum LogFormat {
 
 /// Every setting the agent reads from its environment (SPEC §2).
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one per boolean environment variable (SPEC §2)"
+)]
 pub struct Runtime {
     pub copy_resolv: bool,
     pub always_run_step: bool,
     pub write_logs: bool,
+    /// `SKYHOOK_AGENT_WRITE_METRICS`: write the metrics files after each run.
+    pub write_metrics: bool,
     /// Printed raw in the banner; no effect (SPEC §2).
     pub buffer_limit: String,
     /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::package::identity`].
@@ -92,6 +98,7 @@ impl Runtime {
         let copy_resolv = boolean("COPY_RESOLV", true)?;
         let always_run_step = boolean("OVERLAY_ALWAYS_RUN_STEP", false)?;
         let write_logs = boolean("SKYHOOK_AGENT_WRITE_LOGS", true)?;
+        let write_metrics = boolean("SKYHOOK_AGENT_WRITE_METRICS", true)?;
 
         let data_dir = PathBuf::from(non_empty(text("SKYHOOK_DATA_DIR")?, DEFAULT_DATA_DIR));
         if !data_dir.is_absolute() {
@@ -175,6 +182,7 @@ impl Runtime {
             copy_resolv,
             always_run_step,
             write_logs,
+            write_metrics,
             buffer_limit: text("SKYHOOK_AGENT_BUFFER_LIMIT")?.unwrap_or_else(|| "8192".into()),
             resource_id: text("SKYHOOK_RESOURCE_ID")?.unwrap_or_default(),
             data_dir,
@@ -331,6 +339,12 @@ mod tests {
     #[test]
     fn the_metrics_directory_is_cleaned_and_one_that_escapes_is_ignored_with_a_warning() {
         assert_eq!(parse(&[]).unwrap().metrics_dir, None);
+        assert!(parse(&[]).unwrap().write_metrics);
+        assert!(
+            !parse(&[("SKYHOOK_AGENT_WRITE_METRICS", "False")])
+                .unwrap()
+                .write_metrics
+        );
         assert_eq!(
             parse(&[("SKYHOOK_AGENT_METRICS_DIR", "")])
                 .unwrap()
