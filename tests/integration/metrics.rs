@@ -524,3 +524,80 @@ fn a_missing_or_unwritable_metrics_directory_is_a_warning_and_the_result_stands(
     run.assert_stderr_line_contains(&[WRITE_FAILED, "is not a directory"]);
     run.assert_stderr_contains("exit code 3 is not an accepted return code");
 }
+
+/// The README's demo leaves a metrics file the parser accepts, and `agent status` on its
+/// sandbox shows what each step cost.
+#[test]
+fn after_the_demo_the_sandbox_has_metrics_and_status_shows_the_step_figures() {
+    require_root!();
+    let host = FakeHost::new();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("bash")
+        .arg(repo.join("examples/demo.sh"))
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("AGENT", env!("CARGO_BIN_EXE_agent"))
+        .env("DEMO_ROOT", host.root())
+        .output()
+        .expect("running examples/demo.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let prom = stdout
+        .lines()
+        .find(|l| {
+            l.contains("metrics")
+                && std::path::Path::new(l.trim_end())
+                    .extension()
+                    .is_some_and(|e| e == "prom")
+        })
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap_or_else(|| panic!("the demo names no metrics file:\n{stdout}"));
+    let s = scrape(&std::fs::read_to_string(prom).unwrap());
+    let labels = [
+        ("package", "gpu-node-tuning"),
+        ("stage", "apply"),
+        ("step", "install_profile.sh"),
+        ("stream", "stdout"),
+    ];
+    let bytes = value(&s, "skyhook_agent_step_last_run_output_bytes", &labels);
+    assert!(bytes.is_some_and(|b| b > 0.0), "{bytes:?}");
+    let done = [
+        ("package", "gpu-node-tuning"),
+        ("stage", "upgrade-check"),
+        ("version", "1.2.0"),
+        ("result", "succeeded"),
+    ];
+    assert_eq!(
+        value(&s, "skyhook_agent_stage_last_run_result", &done),
+        Some(1.0)
+    );
+
+    // `agent status` with the demo's state directory (a host path under the fake root).
+    let root = host.root().canonicalize().unwrap();
+    let state = std::path::Path::new(prom)
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .strip_prefix(&root)
+        .unwrap()
+        .to_path_buf();
+    let status = host
+        .agent()
+        .env("SKYHOOK_ROOT_DIR", format!("/{}", state.display()))
+        .args(["status", &host.root_str()])
+        .run();
+    status.assert_success();
+    assert!(
+        status
+            .out()
+            .lines()
+            .any(|l| l.trim_start().starts_with("ran ")
+                && l.contains("peak RSS")
+                && l.contains("cpu ")),
+        "{status:?}"
+    );
+}
