@@ -14,9 +14,10 @@
 //! Not counted: descendants it did not wait for. A background process still running when the
 //! main process exits is killed with the rest of the group (SPEC §10) and reaped by whoever
 //! inherits it (init, or a subreaper), so its time and memory are in no operation's figures;
-//! a daemon a step starts is not part of the step's cost. For an operation started by
-//! `fork(2)` (a chrooted step), the peak also includes the pages the child shared with the
-//! agent before its `exec`: a few MiB for the agent itself, however small the step.
+//! a daemon a step starts is not part of the step's cost. The peak also includes the memory
+//! the child shared with the agent before its `exec` (a `fork(2)` for chrooted steps, a
+//! `vfork`-like `posix_spawn(3)` otherwise; the kernel records the old image's peak at
+//! `exec`): the agent's few MiB, however small the step.
 
 use std::io;
 use std::time::Duration;

@@ -441,11 +441,9 @@ impl PackageMetrics {
         for (name, help, value) in counters {
             out.family(name, "counter", help);
             for (kind, i) in &self.interrupts {
-                let labels = [
-                    ("package", pkg.to_owned()),
-                    ("interrupt", kind.clone()),
-                    ("resource_id", i.resource_id.clone()),
-                ];
+                // No resource_id: a new generation of the Skyhook resource must not restart
+                // the counter under new labels.
+                let labels = [("package", pkg.to_owned()), ("interrupt", kind.clone())];
                 out.sample_owned(name, &labels, &value(i).to_string());
             }
         }

@@ -57,10 +57,8 @@ fn peak_memory_includes_a_waited_for_descendant() {
         "peak {} bytes",
         accounted.max_rss_bytes
     );
-    let mut small = spawn("true");
-    let small_peak = wait_exited(pid(&small)).unwrap().max_rss_bytes;
-    small.wait().unwrap();
-    assert!(small_peak < 48 << 20, "peak {small_peak} bytes");
+    // (No upper bound for a small process here: a child shares this test binary's memory
+    // until its exec, and the kernel counts that in its peak; see the module's docs.)
 }
 
 #[test]
