@@ -85,9 +85,9 @@ pub struct PackageMetrics {
 pub struct StageFigures {
     pub version: String,
     pub resource_id: String,
-    /// Unix time, seconds.
-    pub started: f64,
-    pub finished: f64,
+    /// Unix time, microseconds (integers: the state is read back exactly).
+    pub started_us: u64,
+    pub finished_us: u64,
     pub exit_code: u8,
     pub result: RunResult,
 }
@@ -96,11 +96,11 @@ pub struct StageFigures {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperationFigures {
     pub version: String,
-    /// End of the run it ran in, Unix time.
-    pub finished: f64,
-    pub duration_seconds: f64,
-    pub user_cpu_seconds: f64,
-    pub system_cpu_seconds: f64,
+    /// End of the run it ran in, Unix time, microseconds.
+    pub finished_us: u64,
+    pub duration_us: u64,
+    pub user_cpu_us: u64,
+    pub system_cpu_us: u64,
     pub max_rss_bytes: u64,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
@@ -212,16 +212,12 @@ pub fn record(
     written
 }
 
-fn unix_seconds(t: SystemTime) -> f64 {
+fn unix_micros(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-#[allow(
-    clippy::cast_precision_loss,
-    reason = "microseconds of CPU time fit a double exactly for centuries"
-)]
-fn figures(op: &OperationResult, version: &str, finished: f64) -> OperationFigures {
+fn figures(op: &OperationResult, version: &str, finished_us: u64) -> OperationFigures {
     let usage = op.usage.unwrap_or_default();
     let exit_code = match (op.exit_code, op.signal) {
         (Some(c), _) => i64::from(c),
@@ -230,10 +226,10 @@ fn figures(op: &OperationResult, version: &str, finished: f64) -> OperationFigur
     };
     OperationFigures {
         version: version.to_owned(),
-        finished,
-        duration_seconds: op.duration_ms.unwrap_or(0) as f64 / 1e3,
-        user_cpu_seconds: usage.user_cpu_us as f64 / 1e6,
-        system_cpu_seconds: usage.system_cpu_us as f64 / 1e6,
+        finished_us,
+        duration_us: op.duration_ms.unwrap_or(0).saturating_mul(1000),
+        user_cpu_us: usage.user_cpu_us,
+        system_cpu_us: usage.system_cpu_us,
         max_rss_bytes: usage.max_rss_bytes,
         stdout_bytes: usage.stdout_bytes,
         stderr_bytes: usage.stderr_bytes,
@@ -246,14 +242,14 @@ impl PackageMetrics {
     /// Fold one run in.
     pub fn fold(&mut self, run: &Run<'_>) {
         let r = run.record;
-        let finished = unix_seconds(run.finished);
+        let finished = unix_micros(run.finished);
         self.stages.insert(
             r.mode.clone(),
             StageFigures {
                 version: r.version.clone(),
                 resource_id: r.resource_id.clone(),
-                started: unix_seconds(run.started),
-                finished,
+                started_us: unix_micros(run.started),
+                finished_us: finished,
                 exit_code: r.exit_code,
                 result: run.result,
             },
@@ -323,17 +319,17 @@ impl PackageMetrics {
             (
                 "skyhook_agent_stage_last_run_start_timestamp_seconds",
                 "Start of the last run of the stage, Unix time.",
-                |s| num(s.started),
+                |s| secs(s.started_us),
             ),
             (
                 "skyhook_agent_stage_last_run_end_timestamp_seconds",
                 "End of the last run of the stage, Unix time.",
-                |s| num(s.finished),
+                |s| secs(s.finished_us),
             ),
             (
                 "skyhook_agent_stage_last_run_duration_seconds",
                 "Wall time of the last run of the stage.",
-                |s| num((s.finished - s.started).max(0.0)),
+                |s| secs(s.finished_us.saturating_sub(s.started_us)),
             ),
             (
                 "skyhook_agent_stage_last_run_exit_code",
@@ -466,7 +462,7 @@ fn operation_families(
         (
             "last_run_duration_seconds",
             format!("Wall time of the last run of the {what}."),
-            |f| num(f.duration_seconds),
+            |f| secs(f.duration_us),
         ),
         (
             "last_run_max_rss_bytes",
@@ -491,7 +487,7 @@ fn operation_families(
         (
             "last_run_timestamp_seconds",
             format!("End of the agent run in which the {what} last ran, Unix time."),
-            |f| num(f.finished),
+            |f| secs(f.finished_us),
         ),
     ];
     for (suffix, help, value) in &simple {
@@ -510,13 +506,10 @@ fn operation_families(
         ),
     );
     for (labels, f) in series {
-        for (mode, v) in [
-            ("user", f.user_cpu_seconds),
-            ("system", f.system_cpu_seconds),
-        ] {
+        for (mode, v) in [("user", f.user_cpu_us), ("system", f.system_cpu_us)] {
             let mut l = labels.clone();
             l.push(("mode", mode.to_owned()));
-            out.sample_owned(&name, &l, &num(v));
+            out.sample_owned(&name, &l, &secs(v));
         }
     }
     let name = format!("{prefix}_last_run_output_bytes");
@@ -534,13 +527,14 @@ fn operation_families(
     }
 }
 
-/// A float as the text format writes it (Rust's shortest round-trip form, no exponent).
-fn num(v: f64) -> String {
-    if v.is_finite() {
-        format!("{v}")
-    } else {
-        "NaN".to_owned()
+/// Microseconds as seconds in the text format (`1.5`, `0.000042`, `3`), from integers only.
+fn secs(us: u64) -> String {
+    let (whole, frac) = (us / 1_000_000, us % 1_000_000);
+    if frac == 0 {
+        return whole.to_string();
     }
+    let frac = format!("{frac:06}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
 #[derive(Default)]
