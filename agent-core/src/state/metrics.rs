@@ -71,7 +71,7 @@ pub struct PackageMetrics {
     pub stages: BTreeMap<String, StageFigures>,
     /// Runs of each stage by result, since the sidecar was created.
     #[serde(default)]
-    pub runs: BTreeMap<String, BTreeMap<RunResult, u64>>,
+    pub runs: BTreeMap<String, [u64; 3]>,
     /// The last run of each step, by stage then step path.
     #[serde(default)]
     pub steps: BTreeMap<String, BTreeMap<String, OperationFigures>>,
@@ -112,7 +112,6 @@ pub struct OperationFigures {
 /// Counters and last operations of one interrupt type.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterruptFigures {
-    pub version: String,
     pub resource_id: String,
     pub operations_completed: u64,
     pub reboots_requested: u64,
@@ -254,16 +253,10 @@ impl PackageMetrics {
                 result: run.result,
             },
         );
-        *self
-            .runs
-            .entry(r.mode.clone())
-            .or_default()
-            .entry(run.result)
-            .or_default() += 1;
+        self.runs.entry(r.mode.clone()).or_default()[run.result as usize] += 1;
         let ran = |op: &&OperationResult| op.decision == "ran";
         if let Some((kind, tally)) = run.interrupt {
             let entry = self.interrupts.entry(kind.to_owned()).or_default();
-            entry.version.clone_from(&r.version);
             entry.resource_id.clone_from(&r.resource_id);
             entry.operations_completed += u64::from(tally.completed);
             entry.reboots_requested += u64::from(tally.reboots_requested);
@@ -369,7 +362,7 @@ impl PackageMetrics {
                     ("stage", stage.clone()),
                     ("result", result.as_str().to_owned()),
                 ];
-                let n = by_result.get(&result).copied().unwrap_or(0);
+                let n = by_result[result as usize];
                 out.sample_owned(name, &labels, &n.to_string());
             }
         }
