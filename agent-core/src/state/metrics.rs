@@ -30,8 +30,7 @@ use crate::state::results::{OperationResult, RunRecord};
 pub const PROM_MODE: u32 = 0o644;
 
 /// How a run ended, as the `result` label says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunResult {
     Succeeded,
     Failed,
@@ -89,7 +88,8 @@ pub struct StageFigures {
     pub started_us: u64,
     pub finished_us: u64,
     pub exit_code: u8,
-    pub result: RunResult,
+    /// [`RunResult`] as its index in [`RunResult::ALL`].
+    pub result: u8,
 }
 
 /// The last run of one step or interrupt operation.
@@ -250,7 +250,7 @@ impl PackageMetrics {
                 started_us: unix_micros(run.started),
                 finished_us: finished,
                 exit_code: r.exit_code,
-                result: run.result,
+                result: run.result as u8,
             },
         );
         self.runs.entry(r.mode.clone()).or_default()[run.result as usize] += 1;
@@ -346,7 +346,11 @@ impl PackageMetrics {
             for result in RunResult::ALL {
                 let mut labels = stage_labels(stage, s);
                 labels.push(("result", result.as_str().to_owned()));
-                out.sample_owned(name, &labels, if s.result == result { "1" } else { "0" });
+                out.sample_owned(
+                    name,
+                    &labels,
+                    if s.result == result as u8 { "1" } else { "0" },
+                );
             }
         }
         let name = "skyhook_agent_stage_runs_total";

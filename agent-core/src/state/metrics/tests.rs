@@ -231,7 +231,7 @@ fn stages_keep_each_other_and_skipped_steps_keep_their_last_figures() {
     assert!(!m.steps["apply"]["b.sh"].succeeded);
     assert!(m.steps["apply-check"].contains_key("a_check.sh"));
     assert_eq!(m.runs["apply"], [1, 1, 0]);
-    assert_eq!(m.stages["apply"].result, RunResult::Failed);
+    assert_eq!(m.stages["apply"].result, RunResult::Failed as u8);
 
     // A run that succeeds with a.sh alone: b.sh is no longer configured.
     fold(
