@@ -124,4 +124,6 @@ if $clean; then
 else
     echo "==> kept: $sandbox/kept (upper/: the sandbox's changes; NN-STAGE.log: each" \
         "stage's output; report.json); remove it with: rm -rf '$sandbox'"
+    echo "    metrics (Prometheus text format, docs/metrics.md):" \
+        "$sandbox/kept/upper/var/lib/skyhook/try/metrics/gpu-node-tuning.prom"
 fi

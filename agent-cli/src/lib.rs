@@ -3,6 +3,7 @@
 //! Distributors who link extra interrupt kinds build their own binary that calls [`main`].
 
 mod commands;
+mod metrics;
 mod request;
 mod signals;
 #[cfg(feature = "try")]
@@ -33,6 +34,7 @@ use agent_core::package::step::Mode;
 use agent_core::stage::decide::join_under;
 use agent_core::stage::run::{self as stage, StageContext};
 use agent_core::state::locks;
+use agent_core::state::metrics::InterruptTally;
 use agent_core::state::results::{self, OperationResult, RunRecord};
 use anyhow::Context as _;
 use tracing::{error, info, warn};
@@ -161,7 +163,7 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
 }
 
 /// The git commit the binary was built from (`GIT_SHA` at build time), or `unknown`.
-fn git_sha() -> &'static str {
+pub(crate) fn git_sha() -> &'static str {
     match option_env!("GIT_SHA") {
         Some(sha) if !sha.is_empty() => sha,
         _ => "unknown",
@@ -207,7 +209,7 @@ fn log_run_finished(result: &anyhow::Result<()>, operations: &[OperationResult],
 }
 
 /// Whether the run ended because the agent was told to stop (SIGTERM/SIGINT, SPEC §10).
-fn is_stop(e: &anyhow::Error) -> bool {
+pub(crate) fn is_stop(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         matches!(
             cause.downcast_ref::<stage::StageError>(),
@@ -332,11 +334,12 @@ fn run_operator(
         };
         *operations = save_results(
             &fs,
-            &rt.state_dir,
+            rt,
             &run,
             started,
             &result,
             std::mem::take(operations),
+            None,
         );
         result
     })
@@ -354,11 +357,12 @@ struct RunIdentity<'a> {
 /// diagnostic; failing to write it is logged, not fatal. Gives the operations back.
 fn save_results<T>(
     fs: &HostFs,
-    state_dir: &Path,
+    rt: &Runtime,
     run: &RunIdentity<'_>,
     started: SystemTime,
     result: &anyhow::Result<T>,
     operations: Vec<OperationResult>,
+    interrupt: Option<(&str, InterruptTally)>,
 ) -> Vec<OperationResult> {
     let record = RunRecord {
         agent_version: version().to_owned(),
@@ -372,10 +376,16 @@ fn save_results<T>(
         error: result.as_ref().err().map(|e| format!("{e:#}")),
         operations,
     };
-    let file = results::path(state_dir, &record.package, &record.version, &record.mode);
+    let file = results::path(
+        &rt.state_dir,
+        &record.package,
+        &record.version,
+        &record.mode,
+    );
     if let Err(e) = results::write(fs, &file, &record) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
+    metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
     record.operations
 }
 
@@ -437,11 +447,12 @@ async fn run_interrupt(
     };
     *operations_out = save_results(
         &state_fs,
-        &rt.state_dir,
+        rt,
         &identity,
         started,
         &result,
         run.results,
+        Some((type_name, run.tally)),
     );
     match result? {
         InterruptOutcome::Completed => Ok(()),

@@ -304,6 +304,8 @@ pub fn mode_help(mode: &str) -> String {
          SKYHOOK_REBOOT_MAX_ATTEMPTS  reboots allowed in one boot (default 3)\n  \
          SKYHOOK_AGENT_LOG            diagnostics filter (default info)\n  \
          SKYHOOK_AGENT_LOG_FORMAT     text or json diagnostics on stderr (default text)\n  \
+         SKYHOOK_AGENT_WRITE_METRICS  write STATE/metrics/<pkg>.prom after each run (default true)\n  \
+         SKYHOOK_AGENT_METRICS_DIR    also write the metrics file there (e.g. node-exporter's)\n  \
          OVERLAY_ALWAYS_RUN_STEP      run completed steps again (default false)\n  \
          COPY_RESOLV                  copy /etc/resolv.conf to the host (default true)\n\n\
          exit codes:\n  \

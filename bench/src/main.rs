@@ -34,7 +34,7 @@ struct Cli {
     #[arg(long)]
     quick: bool,
     /// Run only this scenario: a|apply, b|steps, c|relay, d|latency, e|startup, f|rss
-    /// (f runs c), g|scaling. Repeatable.
+    /// (f runs c), g|scaling, h|metrics. Repeatable.
     #[arg(long = "scenario", value_name = "X")]
     scenarios: Vec<String>,
     /// Timed runs of the agent and of the baseline per scenario (after one warm-up each).
@@ -83,6 +83,7 @@ enum Scenario {
     Latency,
     Startup,
     Scaling,
+    Metrics,
 }
 
 fn parse_scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
@@ -93,6 +94,7 @@ fn parse_scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
         Scenario::Latency,
         Scenario::Startup,
         Scenario::Scaling,
+        Scenario::Metrics,
     ];
     if names.is_empty() {
         return Ok(all.to_vec());
@@ -106,10 +108,11 @@ fn parse_scenarios(names: &[String]) -> anyhow::Result<Vec<Scenario>> {
             "d" | "latency" => Scenario::Latency,
             "e" | "startup" => Scenario::Startup,
             "g" | "scaling" => Scenario::Scaling,
+            "h" | "metrics" => Scenario::Metrics,
             other => {
                 bail!(
-                    "unknown scenario {other:?} (a..g or apply, steps, relay, latency, startup, \
-                     scaling)"
+                    "unknown scenario {other:?} (a..h or apply, steps, relay, latency, startup, \
+                     scaling, metrics)"
                 )
             }
         };
@@ -218,6 +221,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             Scenario::Latency => scenarios::latency(&mut bench, cli.lines)?,
             Scenario::Startup => scenarios::startup(&mut bench)?,
             Scenario::Scaling => scenarios::scaling(&mut bench, &scaling)?,
+            Scenario::Metrics => scenarios::metrics(&mut bench, 200)?,
         }
     }
     let machine = Machine {

@@ -932,3 +932,75 @@ pub fn scaling(b: &mut Bench, counts: &[usize]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// (h) The node metrics (docs/metrics.md): a 200-step apply writing them (the default, plus
+/// the copy in `SKYHOOK_AGENT_METRICS_DIR`) against the same apply with
+/// `SKYHOOK_AGENT_WRITE_METRICS=false`. The per-step usage figures (rusage, byte counts) are
+/// collected either way; what differs is the metrics state read and the two files written.
+pub fn metrics(b: &mut Bench, n: usize) -> anyhow::Result<()> {
+    progress(&format!("h. {n}-step apply, metrics on vs off"));
+    let steps: Vec<(String, String)> = (1..=n)
+        .map(|i| (format!("s{i}.sh"), TRIVIAL_STEP.to_owned()))
+        .collect();
+    let pkg = b.host.install(&format!("metrics{n}"), &steps)?;
+    let textfile = "/textfile";
+    std::fs::create_dir_all(b.host.real(textfile))?;
+    #[allow(clippy::cast_precision_loss, reason = "step counts are small")]
+    let per_step = |s: &Sample| ms(s.wall) / n as f64;
+    let (off, on) = interleave(
+        b.runs,
+        || {
+            let dirs = b.host.fresh_dirs()?;
+            let mut env = dirs.env().to_vec();
+            env.push(("SKYHOOK_AGENT_WRITE_METRICS", "false"));
+            b.agent_run(b.host.agent_stage(&b.agent, "apply", &pkg, &env))
+        },
+        || {
+            let dirs = b.host.fresh_dirs()?;
+            let mut env = dirs.env().to_vec();
+            env.push(("SKYHOOK_AGENT_METRICS_DIR", textfile));
+            let sample = b.agent_run(b.host.agent_stage(&b.agent, "apply", &pkg, &env))?;
+            let prom = b
+                .host
+                .real(&dirs.state)
+                .join("metrics")
+                .join(format!("{}.prom", pkg.name));
+            ensure!(prom.is_file(), "no metrics file at {}", prom.display());
+            Ok(sample)
+        },
+    )?;
+    let (off_wall, on_wall): (Vec<f64>, Vec<f64>) = (
+        off.iter().map(per_step).collect(),
+        on.iter().map(per_step).collect(),
+    );
+    let name = format!("h.metrics-{n}");
+    b.rows.push(Row {
+        scenario: name.clone(),
+        metric: "wall per step".into(),
+        unit: "ms",
+        agent: median(&on_wall),
+        baseline: Some(median(&off_wall)),
+        baseline_is: "the same apply with SKYHOOK_AGENT_WRITE_METRICS=false".into(),
+        target: Target::RatioAtMost { limit: 1.1 },
+        runs: b.runs,
+        note: format!(
+            "metrics on: STATE/metrics and a SKYHOOK_AGENT_METRICS_DIR copy; on range {} ms, \
+             off range {} ms",
+            spread(&on_wall),
+            spread(&off_wall)
+        ),
+    });
+    let (off_rss, on_rss) = (rss_mib(&off), rss_mib(&on));
+    b.rows.push(Row {
+        scenario: name,
+        metric: "peak RSS".into(),
+        unit: "MiB",
+        agent: median(&on_rss),
+        baseline: Some(median(&off_rss)),
+        baseline_is: "the same apply with SKYHOOK_AGENT_WRITE_METRICS=false".into(),
+        target: Target::None,
+        runs: b.runs,
+        note: "ru_maxrss of the agent".into(),
+    });
+    Ok(())
+}

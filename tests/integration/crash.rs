@@ -242,6 +242,13 @@ fn assert_state_parses(host: &FakeHost, what: &str) {
                 .unwrap_or_else(|e| panic!("{ctx}: not JSON ({e}): {text:?}"));
             assert!(v["exit_code"].is_u64(), "{ctx}: {text}");
             assert!(v["operations"].is_array(), "{ctx}: {text}");
+        } else if rel == "metrics/pkg.prom" {
+            // A diagnostic written by rename: whole, and a parser takes every line.
+            crate::metrics::scrape(&text);
+        } else if rel == "metrics/pkg.json" {
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{ctx}: not JSON ({e}): {text:?}"));
+            assert_eq!(v["package"], "pkg", "{ctx}: {text}");
         } else if rel.starts_with("locks/") && has_extension(name, "lock") {
             assert_lock_text(&text, &ctx);
         } else if rel.starts_with("interrupts/flags/abc_pkg_1.0.0/") {
@@ -590,8 +597,8 @@ fn stages_survive_sigkill_at_random_moments() {
     assert_stage_invariants(&clean, &pkg, "clean run");
     let expected_files = state_files(&clean).0;
     // Two markers per step, START, check_results, ALL_CHECKED, history, two results, the
-    // package lock and the check_results lock.
-    assert_eq!(expected_files.len(), 2 * STEPS + 8, "{expected_files:#?}");
+    // metrics file and its state, the package lock and the check_results lock.
+    assert_eq!(expected_files.len(), 2 * STEPS + 10, "{expected_files:#?}");
     let expected = stage_summary(&clean);
 
     let mut tally = Tally::default();
@@ -726,8 +733,8 @@ fn service_restart_survives_sigkill_at_random_moments() {
     let clean_time = clean_run_time(&clean, &invocation);
     assert_service_invariants(&clean, "clean run");
     let expected_files = state_files(&clean).0;
-    // Five markers, the results record, the lock.
-    assert_eq!(expected_files.len(), 7, "{expected_files:#?}");
+    // Five markers, the results record, the metrics file and its state, the lock.
+    assert_eq!(expected_files.len(), 9, "{expected_files:#?}");
 
     let mut tally = Tally::default();
     for seed in reliability_seeds(0x5EED_1000, reliability_trials(CI_TRIALS)) {
@@ -1009,8 +1016,8 @@ fn reboot_protocol_survives_sigkill_at_every_phase() {
     let mut boots = vec![BOOT_ID.to_owned()];
     assert_eq!(converge(&clean, &mut boots, "clean", "clean run"), 2);
     let expected_files = state_files(&clean).0;
-    // The complete marker, the results record, the lock.
-    assert_eq!(expected_files.len(), 3, "{expected_files:#?}");
+    // The complete marker, the results record, the metrics file and its state, the lock.
+    assert_eq!(expected_files.len(), 5, "{expected_files:#?}");
 
     let phases = [
         Phase::Lock,

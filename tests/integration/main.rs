@@ -46,6 +46,7 @@ mod interrupts;
 mod logs;
 mod malformed;
 mod messages;
+mod metrics;
 mod plan_diff;
 mod plugins;
 mod preflight;

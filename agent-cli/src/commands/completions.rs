@@ -71,6 +71,14 @@ const ENVIRONMENT: &[(&str, &str)] = &[
         "text or json diagnostics on stderr (default text).",
     ),
     (
+        "SKYHOOK_AGENT_WRITE_METRICS",
+        "Write the package's metrics file, STATE/metrics/<pkg>.prom, after each run (default true).",
+    ),
+    (
+        "SKYHOOK_AGENT_METRICS_DIR",
+        "Host directory that also gets the package's metrics file, skyhook_agent_<pkg>.prom (default none).",
+    ),
+    (
         "OVERLAY_ALWAYS_RUN_STEP",
         "Run completed steps again (default false).",
     ),

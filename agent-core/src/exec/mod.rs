@@ -4,6 +4,7 @@
 
 mod cancel;
 mod relay;
+pub mod usage;
 
 pub use cancel::Cancellation;
 
@@ -271,6 +272,8 @@ pub struct Outcome {
     pub log_error: Option<String>,
     /// The last [`TAIL_BYTES`] of the combined output, for the results record.
     pub tail: Vec<u8>,
+    /// CPU time, peak memory and output bytes (see [`usage`] for what is counted).
+    pub usage: usage::Usage,
 }
 
 impl Outcome {
@@ -283,6 +286,7 @@ impl Outcome {
             cancelled: false,
             log_error: None,
             tail: Vec::new(),
+            usage: usage::Usage::default(),
         }
     }
 }
@@ -486,6 +490,13 @@ impl Runner for ProcessRunner {
             log,
         );
         let mut relay = Some(tokio::task::spawn_blocking(move || relay.run()));
+        // What the kernel accounts to the process, read once it has exited and before the
+        // async side reaps it (see `usage`).
+        let mut exit_wait = pgid.map(|pg| {
+            let leader = pg.as_raw();
+            tokio::task::spawn_blocking(move || usage::wait_exited(leader))
+        });
+        let mut accounted = None;
         let mut relayed = None;
         let mut status = None;
         let mut cancelled = false;
@@ -507,7 +518,13 @@ impl Runner for ProcessRunner {
                     relay = None;
                     relayed = Some(r);
                 }
-                r = child.wait(), if status.is_none() => {
+                r = join_exit(&mut exit_wait), if status.is_none() && exit_wait.is_some() => {
+                    exit_wait = None;
+                    accounted = r;
+                    let st = child.wait().await.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
+                    status = Some(exited(st, pgid));
+                }
+                r = child.wait(), if status.is_none() && exit_wait.is_none() => {
                     let st = r.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
                     status = Some(exited(st, pgid));
                 }
@@ -539,7 +556,15 @@ impl Runner for ProcessRunner {
                 () = sleep_until(timeout_at), if !timed_out && status.is_none() && timeout_at.is_some() => {
                     // SPEC §10: the deadline can be noticed late (the agent was paused or
                     // throttled); a process that exited by then is judged by its exit status.
-                    if let Ok(Some(st)) = child.try_wait() {
+                    // Reaped only once its usage is read, so that no exit between the two
+                    // loses the figures.
+                    let exited_now = pgid.is_none_or(|pg| {
+                        let a = usage::exited_now(pg.as_raw());
+                        accounted = accounted.or(a);
+                        a.is_some()
+                    });
+                    let reaped = if exited_now { child.try_wait().ok().flatten() } else { None };
+                    if let Some(st) = reaped {
                         status = Some(exited(st, pgid));
                     } else {
                         timed_out = true;
@@ -571,6 +596,11 @@ impl Runner for ProcessRunner {
             timed_out,
             cancelled,
             log_error: log_error.or(relayed.log_error),
+            usage: usage::Usage::new(
+                accounted.unwrap_or_default(),
+                relayed.bytes.first().copied().unwrap_or(0),
+                relayed.bytes.get(1).copied().unwrap_or(0),
+            ),
             tail: relayed.tail.into_vec(),
         })
     }
@@ -737,6 +767,17 @@ async fn join(relay: &mut Option<tokio::task::JoinHandle<relay::Relayed>>) -> re
             Ok(relayed) => relayed,
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         },
+        None => std::future::pending().await,
+    }
+}
+
+/// What the kernel accounted to the exited process; `None` if it could not be read (the
+/// process is then reaped and judged as usual, with no figures).
+async fn join_exit(
+    wait: &mut Option<tokio::task::JoinHandle<io::Result<usage::Accounted>>>,
+) -> Option<usage::Accounted> {
+    match wait.as_mut() {
+        Some(handle) => handle.await.ok().and_then(Result::ok),
         None => std::future::pending().await,
     }
 }

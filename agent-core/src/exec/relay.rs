@@ -49,6 +49,8 @@ pub struct Relayed {
     /// The last byte taken from each pipe, in the order the pipes were given (`None`: the
     /// stream was empty), for the line framing of SPEC §8.4.
     pub last_bytes: Vec<Option<u8>>,
+    /// Bytes taken from each pipe, in the same order.
+    pub bytes: Vec<u64>,
 }
 
 /// How a chunk reaches the agent's stream.
@@ -70,6 +72,8 @@ struct Stream {
     path: Path,
     open: bool,
     last: Option<u8>,
+    /// Bytes taken from the pipe so far.
+    bytes: u64,
 }
 
 /// One operation's relay: both pipes, the log, the tail.
@@ -119,6 +123,7 @@ impl Relay {
                     path,
                     open: true,
                     last: None,
+                    bytes: 0,
                 }
             })
             .collect();
@@ -177,6 +182,7 @@ impl Relay {
         }
         Relayed {
             last_bytes: self.streams.iter().map(|s| s.last).collect(),
+            bytes: self.streams.iter().map(|s| s.bytes).collect(),
             tail: self.tail,
             log_error: self.log_error,
         }
@@ -198,6 +204,7 @@ impl Relay {
             Ok(0) | Err(_) => return false,
             Ok(n) => n,
         };
+        self.streams[i].bytes += n as u64;
         self.deliver(i, n, true);
         true
     }
@@ -278,6 +285,7 @@ impl Relay {
     /// stream too when `to_sink` (the tee path already put them there), into the log, and
     /// their last bytes into the tail.
     fn consume(&mut self, i: usize, n: usize, to_sink: bool) {
+        self.streams[i].bytes += n as u64;
         let rest = n.min(TAIL_BYTES);
         let mut body = n - rest;
         while body > 0 {

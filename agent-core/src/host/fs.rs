@@ -70,6 +70,8 @@ pub struct HostFs {
 enum Missing {
     /// Create it (0755), as `mkdir -p` does.
     Create,
+    /// The same without making the new entry durable (directories of diagnostics).
+    CreateUnsynced,
     /// Stop and report that the directory is absent.
     Stop,
 }
@@ -170,6 +172,44 @@ impl HostFs {
             &target.name,
             FILE_MODE,
             DirSync::Required,
+            |file| file.write_all(contents),
+        )
+    }
+
+    /// Atomic replace without durability, for diagnostics (results records, metrics; SPEC
+    /// §8.12): a temp file in the same directory renamed over the target, so a reader never
+    /// sees half a file, but no fsync of the file, of its directory or of directories it
+    /// creates. After a crash the previous content, or none, may come back. `mode` is the
+    /// file's permission bits (0600 for state; 0644 for files other programs read). Missing
+    /// parents are created when `create_dirs`, else the write fails (`No such file or
+    /// directory`, naming the file).
+    pub fn write_diagnostic(
+        &self,
+        host_path: &Path,
+        contents: &[u8],
+        mode: u32,
+        create_dirs: bool,
+    ) -> Result<(), HostFsError> {
+        let target = Self::split(host_path)?;
+        let missing = if create_dirs {
+            Missing::CreateUnsynced
+        } else {
+            Missing::Stop
+        };
+        let dir = self
+            .walk(&target.dir, missing)?
+            .ok_or_else(|| io_error("writing", &target.host, Errno::ENOENT))?;
+        match entry_kind(&dir, &target.name, &target.host)? {
+            None | Some(Kind::File) => {}
+            Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
+            Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
+        }
+        replace_in(
+            &dir,
+            &target.dir,
+            &target.name,
+            mode,
+            DirSync::Never,
             |file| file.write_all(contents),
         )
     }
@@ -472,7 +512,7 @@ impl HostFs {
             let next = match open_dir_at(&current, name, &walked)? {
                 Some(fd) => fd,
                 None if missing == Missing::Stop => return Ok(None),
-                None => make_dir_at(&current, name, &walked)?,
+                None => make_dir_at(&current, name, &walked, missing == Missing::Create)?,
             };
             current = next;
         }
@@ -504,7 +544,12 @@ fn open_dir_at(
 
 /// Create the directory `name` inside `parent` with mode 0755 whatever the umask, fsync
 /// `parent` so the new entry survives a crash, and open it.
-fn make_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, HostFsError> {
+fn make_dir_at(
+    parent: &OwnedFd,
+    name: &OsStr,
+    host: &Path,
+    durable: bool,
+) -> Result<OwnedFd, HostFsError> {
     let created = match stat::mkdirat(parent, name, Mode::from_bits_truncate(DIR_MODE)) {
         Ok(()) => true,
         // A concurrent agent created it first; it is checked like any existing directory.
@@ -516,8 +561,10 @@ fn make_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, H
     if created {
         // mkdirat applies the process umask, which the container runtime chooses.
         set_mode(&fd, DIR_MODE, host)?;
-        let parent_host = host.parent().unwrap_or(Path::new("/"));
-        sync_fd(parent, parent_host)?;
+        if durable {
+            let parent_host = host.parent().unwrap_or(Path::new("/"));
+            sync_fd(parent, parent_host)?;
+        }
     }
     Ok(fd)
 }

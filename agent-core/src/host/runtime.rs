@@ -24,10 +24,16 @@ pub enum LogFormat {
 
 /// Every setting the agent reads from its environment (SPEC §2).
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one per boolean environment variable (SPEC §2)"
+)]
 pub struct Runtime {
     pub copy_resolv: bool,
     pub always_run_step: bool,
     pub write_logs: bool,
+    /// `SKYHOOK_AGENT_WRITE_METRICS`: write the metrics files after each run.
+    pub write_metrics: bool,
     /// Printed raw in the banner; no effect (SPEC §2).
     pub buffer_limit: String,
     /// Raw `SKYHOOK_RESOURCE_ID` (empty when unset); parsed by [`crate::host::identity`].
@@ -42,6 +48,9 @@ pub struct Runtime {
     pub step_timeout: Option<Duration>,
     pub stop_grace: Duration,
     pub reboot_max_attempts: u32,
+    /// `SKYHOOK_AGENT_METRICS_DIR`, host-absolute and cleaned: where a copy of the package's
+    /// metrics file goes (node-exporter's textfile directory); `None` when unset or empty.
+    pub metrics_dir: Option<PathBuf>,
     /// Warnings found while parsing (invalid values replaced by false or the default),
     /// emitted once logging is set up.
     pub warnings: Vec<String>,
@@ -89,6 +98,7 @@ impl Runtime {
         let copy_resolv = boolean("COPY_RESOLV", true)?;
         let always_run_step = boolean("OVERLAY_ALWAYS_RUN_STEP", false)?;
         let write_logs = boolean("SKYHOOK_AGENT_WRITE_LOGS", true)?;
+        let write_metrics = boolean("SKYHOOK_AGENT_WRITE_METRICS", true)?;
 
         let data_dir = PathBuf::from(non_empty(text("SKYHOOK_DATA_DIR")?, DEFAULT_DATA_DIR));
         if !data_dir.is_absolute() {
@@ -152,10 +162,27 @@ impl Runtime {
             },
         };
 
+        // A diagnostic setting: a value that escapes ROOT is warned about and ignored.
+        let metrics_dir = match text("SKYHOOK_AGENT_METRICS_DIR")? {
+            None => None,
+            Some(v) if v.is_empty() => None,
+            Some(v) => match host_dir("SKYHOOK_AGENT_METRICS_DIR", &v) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    warnings.push(format!(
+                        "environment variable SKYHOOK_AGENT_METRICS_DIR={v:?} {}; writing no metrics copy",
+                        e.reason
+                    ));
+                    None
+                }
+            },
+        };
+
         Ok(Self {
             copy_resolv,
             always_run_step,
             write_logs,
+            write_metrics,
             buffer_limit: text("SKYHOOK_AGENT_BUFFER_LIMIT")?.unwrap_or_else(|| "8192".into()),
             resource_id: text("SKYHOOK_RESOURCE_ID")?.unwrap_or_default(),
             data_dir,
@@ -166,6 +193,7 @@ impl Runtime {
             step_timeout,
             stop_grace,
             reboot_max_attempts,
+            metrics_dir,
             warnings,
         })
     }
@@ -313,6 +341,41 @@ mod tests {
         .unwrap();
         assert_eq!(rt.state_dir, Path::new("/var/lib/skyhook/sk1"));
         assert_eq!(rt.log_dir, Path::new("/var/log/sk1"));
+    }
+
+    #[test]
+    fn the_metrics_directory_is_cleaned_and_one_that_escapes_is_ignored_with_a_warning() {
+        assert_eq!(parse(&[]).unwrap().metrics_dir, None);
+        assert!(parse(&[]).unwrap().write_metrics);
+        assert!(
+            !parse(&[("SKYHOOK_AGENT_WRITE_METRICS", "False")])
+                .unwrap()
+                .write_metrics
+        );
+        assert_eq!(
+            parse(&[("SKYHOOK_AGENT_METRICS_DIR", "")])
+                .unwrap()
+                .metrics_dir,
+            None
+        );
+        let rt = parse(&[(
+            "SKYHOOK_AGENT_METRICS_DIR",
+            "var/lib/node_exporter//textfile/.",
+        )])
+        .unwrap();
+        assert_eq!(
+            rt.metrics_dir.as_deref(),
+            Some(Path::new("/var/lib/node_exporter/textfile"))
+        );
+        assert!(rt.warnings.is_empty());
+        let rt = parse(&[("SKYHOOK_AGENT_METRICS_DIR", "/../etc")]).unwrap();
+        assert_eq!(rt.metrics_dir, None);
+        assert_eq!(rt.warnings.len(), 1);
+        assert!(
+            rt.warnings[0].contains("SKYHOOK_AGENT_METRICS_DIR=\"/../etc\" escapes the host root"),
+            "{:?}",
+            rt.warnings
+        );
     }
 
     #[test]

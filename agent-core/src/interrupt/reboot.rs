@@ -37,6 +37,7 @@ impl Run {
                     markers.attempts.display()
                 )))?;
                 info!(marker = %markers.complete.display(), "skipping completed interrupt after host reboot");
+                self.count(|t| t.completed += 1);
                 self.push(
                     OperationRecord::PromotedAfterReboot {
                         marker: markers.complete_name(),
@@ -44,7 +45,8 @@ impl Run {
                     OperationResult::skipped(
                         format!("{}_{index}", self.type_name),
                         format!("the host rebooted since the command ran (boot ID was {since})"),
-                    ),
+                    )
+                    .with_id(format!("{}_{index}", self.type_name)),
                 );
                 return Ok(());
             }
@@ -57,6 +59,7 @@ impl Run {
                          to reboot until a human looks"
                     );
                 }
+                self.count(|t| t.loop_guard_refusals += 1);
                 return Err(InterruptError::RebootLoop {
                     count,
                     max: s.reboot_max_attempts,
@@ -86,7 +89,7 @@ impl Run {
 
         let reason = format!("reboot requested under boot ID {boot_id}");
         let result = self
-            .execute(&command, CompletionPolicy::AfterReboot, &reason)
+            .execute(index, &command, CompletionPolicy::AfterReboot, &reason)
             .await;
         // SPEC §9.6: an attempt counts only once the command was started after its pending
         // marker was written. A missing `reboot`, a spawn failure or a failed pending write
@@ -95,6 +98,7 @@ impl Run {
         // killed while the command runs records no attempt; the boot ID changes with a real
         // reboot, and the count restarts then anyway.)
         if was_spawned(&result) {
+            self.count(|t| t.reboots_requested += 1);
             if let Err(e) = markers.write_attempts(fs, boot_id, count + 1) {
                 warn!(
                     file = %markers.attempts.display(),

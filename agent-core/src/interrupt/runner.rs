@@ -20,6 +20,7 @@ use crate::plugin::contract::{
 };
 use crate::state::interrupt_markers::{self, OperationMarkers};
 use crate::state::logs::{OperationLog, RunLogs};
+use crate::state::metrics::InterruptTally;
 use crate::state::results::OperationResult;
 
 /// Settings of one interrupt run.
@@ -99,6 +100,8 @@ pub struct InterruptRun {
     pub records: Vec<OperationRecord>,
     /// The same operations as the results record shows them (SPEC §8.12).
     pub results: Vec<OperationResult>,
+    /// What the run counted, for metrics.
+    pub tally: InterruptTally,
 }
 
 /// The real run behind an [`InterruptContext`].
@@ -118,6 +121,7 @@ struct RunState {
     logs: RunLogs,
     /// What each operation did: one entry per operation, for the summary and the record.
     done: Vec<(OperationRecord, OperationResult)>,
+    tally: InterruptTally,
     shutdown_in_progress: bool,
 }
 
@@ -131,6 +135,7 @@ impl Run {
                 log: None,
                 logs,
                 done: Vec::new(),
+                tally: InterruptTally::default(),
                 shutdown_in_progress: false,
             }),
         }
@@ -144,6 +149,11 @@ impl Run {
         self.state().done.push((record, result));
     }
 
+    /// Count what the run did, for metrics.
+    pub(crate) fn count(&self, f: impl FnOnce(&mut InterruptTally)) {
+        f(&mut self.state().tally);
+    }
+
     /// The after-reboot operation saw the shutdown it asked for.
     pub(crate) fn shutdown(&self) {
         self.state().shutdown_in_progress = true;
@@ -151,12 +161,14 @@ impl Run {
 
     async fn run_on_success(
         &self,
+        index: usize,
         markers: &OperationMarkers,
         command: Command,
     ) -> Result<(), InterruptError> {
         let text = command.to_string();
         let outcome = self
             .execute(
+                index,
                 &command,
                 CompletionPolicy::OnSuccess,
                 "no completion marker",
@@ -173,6 +185,7 @@ impl Run {
             markers
                 .write_complete(&self.settings.fs, SystemTime::now())
                 .map_err(state_err(format!("writing {}", markers.complete.display())))?;
+            self.count(|t| t.completed += 1);
         }
         // SPEC §10: a command stopped by the agent's own termination signal was judged above;
         // the run ends with the stop, whatever the command's result.
@@ -194,6 +207,7 @@ impl Run {
     /// Echo, open the invocation's log lazily, run chrooted into ROOT with cwd COPY_DIR.
     pub(crate) async fn execute(
         &self,
+        index: usize,
         command: &Command,
         policy: CompletionPolicy,
         reason: &str,
@@ -258,14 +272,21 @@ impl Run {
             }
         };
         // One result line per operation, with the same fields as a step's `step finished`.
+        let usage = &outcome.usage;
         info!(
             command = %text,
             result = %outcome.termination,
             duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            cpu_user_ms = usage.user_cpu_us / 1000,
+            cpu_system_ms = usage.system_cpu_us / 1000,
+            max_rss_kib = usage.max_rss_bytes / 1024,
+            stdout_bytes = usage.stdout_bytes,
+            stderr_bytes = usage.stderr_bytes,
             decision = if succeeded { "succeeded" } else { "failed" },
             "operation finished"
         );
-        let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field);
+        let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field)
+            .with_id(format!("{}_{index}", self.type_name));
         self.push(
             OperationRecord::Ran {
                 command: text,
@@ -339,7 +360,8 @@ impl Operations for Run {
                 OperationResult::skipped(
                     format!("{}_{index}", self.type_name),
                     "completion marker present",
-                ),
+                )
+                .with_id(format!("{}_{index}", self.type_name)),
             );
             return Ok(());
         }
@@ -348,23 +370,24 @@ impl Operations for Run {
         }
         match start {
             Start::AfterReboot => self.run_after_reboot(index, &markers, command).await,
-            Start::Run | Start::Complete => self.run_on_success(&markers, command).await,
+            Start::Run | Start::Complete => self.run_on_success(index, &markers, command).await,
         }
     }
 
     fn mark_done(&self) -> Result<(), InterruptError> {
         let s = &self.settings;
-        Ok(interrupt_markers::write_kind_done(
+        interrupt_markers::write_kind_done(
             &s.fs,
             &s.markers_dir,
             self.type_name,
             SystemTime::now(),
         )
-        .map(drop)
         .map_err(state_err(format!(
             "writing {}",
             interrupt_markers::kind_done_path(&s.markers_dir, self.type_name).display()
-        )))?)
+        )))?;
+        self.count(|t| t.completed += 1);
+        Ok(())
     }
 
     fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
@@ -426,6 +449,7 @@ pub async fn run(settings: InterruptSettings, interrupt: &dyn Interrupt) -> Inte
             result: Err(e),
             records: Vec::new(),
             results: Vec::new(),
+            tally: InterruptTally::default(),
         };
     }
     // SPEC §5: temp files a killed run left behind, once no live writer can own them.
@@ -434,9 +458,13 @@ pub async fn run(settings: InterruptSettings, interrupt: &dyn Interrupt) -> Inte
     let cx = InterruptContext::new(backend.clone());
     let result = interrupt.run_operations(&cx).await;
     let finished = backend.finish_log();
-    let (done, shutdown) = {
+    let (done, tally, shutdown) = {
         let mut state = backend.state();
-        (std::mem::take(&mut state.done), state.shutdown_in_progress)
+        (
+            std::mem::take(&mut state.done),
+            state.tally,
+            state.shutdown_in_progress,
+        )
     };
     let (records, results) = done.into_iter().unzip();
     let result = match (result, shutdown) {
@@ -448,6 +476,7 @@ pub async fn run(settings: InterruptSettings, interrupt: &dyn Interrupt) -> Inte
         result,
         records,
         results,
+        tally,
     }
 }
 

@@ -447,11 +447,17 @@ async fn run_step(
     } else {
         Status::Failed
     };
+    let usage = &outcome.usage;
     info!(
         mode = %mode,
         path = %step.path,
         result = %outcome.termination,
         duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+        cpu_user_ms = usage.user_cpu_us / 1000,
+        cpu_system_ms = usage.system_cpu_us / 1000,
+        max_rss_kib = usage.max_rss_bytes / 1024,
+        stdout_bytes = usage.stdout_bytes,
+        stderr_bytes = usage.stderr_bytes,
         decision = if status == Status::Success { "succeeded" } else { "failed" },
         "step finished"
     );

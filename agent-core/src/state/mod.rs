@@ -6,5 +6,6 @@ pub mod interrupt_markers;
 pub mod locks;
 pub mod logs;
 pub mod markers;
+pub mod metrics;
 pub mod results;
 pub mod status;

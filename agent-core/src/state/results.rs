@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::exec::usage::Usage;
 use crate::exec::{Outcome, Termination};
 use crate::host::fs::{HostFs, HostFsError};
 
@@ -51,6 +52,13 @@ pub struct OperationResult {
     /// The last 4 KiB of its output (lossy UTF-8).
     #[serde(default)]
     pub output_tail: Option<String>,
+    /// What the operation's process cost: CPU time, peak memory, output bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Interrupt operations: `<TYPE>_<i>`, the name of its completion marker without
+    /// `.complete` (the `operation` of a command that ran is its command line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 impl OperationResult {
@@ -95,7 +103,16 @@ impl OperationResult {
             duration_ms: Some(u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX)),
             log,
             output_tail: Some(String::from_utf8_lossy(&outcome.tail).into_owned()),
+            usage: Some(outcome.usage),
+            id: None,
         }
+    }
+
+    /// The same, naming the interrupt operation (`<TYPE>_<i>`).
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
     }
 }
 
@@ -109,14 +126,15 @@ pub fn path(state_dir: &Path, package: &str, version: &str, name: &str) -> PathB
 }
 
 /// Write the record atomically, first cleaning what killed writes left in its directory
-/// (SPEC §5).
+/// (SPEC §5). SPEC §8.12: the record is a diagnostic, written by atomic rename (never torn)
+/// but not fsynced; a crash may lose the last record, never what decides whether work runs.
 pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsError> {
     let mut bytes = serde_json::to_vec_pretty(record).expect("results serialize");
     bytes.push(b'\n');
     if let Some(dir) = file.parent() {
         fs.clean_stale_temps(dir);
     }
-    fs.write_atomic(file, &bytes)
+    fs.write_diagnostic(file, &bytes, 0o600, true)
 }
 
 /// Read a record; `None` when missing or unreadable as a record.
@@ -138,6 +156,13 @@ mod tests {
         let mut outcome = Outcome::new(Termination::Signalled(9));
         outcome.duration = Duration::from_millis(1500);
         outcome.tail = b"last words\xff".to_vec();
+        outcome.usage = Usage {
+            user_cpu_us: 1_250_000,
+            system_cpu_us: 40,
+            max_rss_bytes: 3 << 20,
+            stdout_bytes: 17,
+            stderr_bytes: 0,
+        };
         let record = RunRecord {
             agent_version: "1.2.3".into(),
             mode: "apply".into(),
@@ -170,6 +195,19 @@ mod tests {
             Some("last words\u{fffd}")
         );
         assert_eq!(back.operations[1].duration_ms, Some(1500));
+        assert_eq!(back.operations[1].usage, Some(outcome.usage));
+        assert_eq!(back.operations[0].usage, None);
+        // Records written before the usage figures existed still read.
+        let text = std::fs::read_to_string(root.path().join("state/results/pkg/1.0.0/apply.json"))
+            .unwrap();
+        assert!(text.contains("\"max_rss_bytes\": 3145728"), "{text}");
+        let old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut old = old;
+        for op in old["operations"].as_array_mut().unwrap() {
+            op.as_object_mut().unwrap().remove("usage");
+        }
+        let back: RunRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(back.operations[1].usage, None);
     }
 
     #[test]

@@ -100,11 +100,12 @@ pub static SANCTIONED: &[Sanction] = &[
     },
     Sanction {
         id: "agent-state",
-        legacy: "kept no results record and no lock files",
-        agent: "writes `STATE/results/<pkg>/<ver>/<MODE>.json` after every run and holds \
-                `STATE/locks/<pkg>.lock` / `STATE/locks/interrupt-<RID>.lock`; the upstream \
-                agents ignore both (contents pinned by the results and locking tests)",
-        basis: "SPEC §8.12, §11",
+        legacy: "kept no results record, metrics or lock files",
+        agent: "writes `STATE/results/<pkg>/<ver>/<MODE>.json` and `STATE/metrics/<pkg>.prom` \
+                (with its `.json`) after every run and holds `STATE/locks/<pkg>.lock` / \
+                `STATE/locks/interrupt-<RID>.lock`; the upstream agents ignore them (contents \
+                pinned by the results, metrics and locking tests)",
+        basis: "SPEC §8.12, §11; docs/metrics.md",
         scope: &[],
         rewrite: none,
         agent_only: Some(agent_state),
@@ -461,7 +462,9 @@ fn history_format(e: &mut Expected, _: &[StepInfo]) {
 }
 
 fn agent_state(path: &str) -> bool {
-    path.starts_with(&format!("{STATE}/results/")) || path.starts_with(&format!("{STATE}/locks/"))
+    path.starts_with(&format!("{STATE}/results/"))
+        || path.starts_with(&format!("{STATE}/metrics/"))
+        || path.starts_with(&format!("{STATE}/locks/"))
 }
 
 /// The lines of `stdout` from the header of `path` up to the next header (or the end).

@@ -74,7 +74,8 @@ pub(crate) fn is_temp_name_of(name: &str, target: &str) -> bool {
     shown == target || (target.starts_with(shown) && name.len() + 3 >= NAME_MAX)
 }
 
-/// Whether a failed fsync of the directory after a rename fails the write.
+/// How durable a replacement must be: whether the file and its directory are fsynced, and
+/// whether a failed fsync of the directory after the rename fails the write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DirSync {
     /// Agent state (SPEC §5): a replacement that may not survive a crash is an error.
@@ -82,6 +83,9 @@ pub(crate) enum DirSync {
     /// Host files the pre-flight copies: some filesystems refuse to fsync a directory, and
     /// the data itself was synced.
     BestEffort,
+    /// Diagnostics (results records, metrics; SPEC §8.12): still an atomic rename, but no
+    /// fsync at all; after a crash the previous content, or none, may come back.
+    Never,
 }
 
 /// The one atomic replace of the agent (SPEC §5), for state and for the host files pre-flight
@@ -102,6 +106,9 @@ pub(crate) fn replace_in(
     let written = write(&mut file)
         .map_err(|source| io_source("writing", &host, source))
         .and_then(|()| {
+            if dir_sync == DirSync::Never {
+                return Ok(());
+            }
             file.sync_all()
                 .map_err(|source| io_source("syncing", &host, source))
         })
@@ -116,9 +123,13 @@ pub(crate) fn replace_in(
     }
     // If only this fsync fails the new content is already in place; the error still reaches
     // the caller because the replacement may not survive a crash.
-    match (sync_fd(dir, dir_host), dir_sync) {
-        (Err(err), DirSync::Required) => Err(err),
-        _ => Ok(()),
+    match dir_sync {
+        DirSync::Never => Ok(()),
+        DirSync::Required => sync_fd(dir, dir_host),
+        DirSync::BestEffort => {
+            let _ = sync_fd(dir, dir_host);
+            Ok(())
+        }
     }
 }
 

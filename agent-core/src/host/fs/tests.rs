@@ -707,3 +707,41 @@ fn errors_name_the_host_path_not_the_root_path() {
     assert_eq!(message, "/state/x is not a regular file");
     assert!(!message.contains(&dir.path().display().to_string()));
 }
+
+#[test]
+fn write_diagnostic_replaces_atomically_with_the_given_mode_and_refuses_links() {
+    let (dir, fs) = host();
+    let file = Path::new("/state/metrics/pkg.prom");
+    fs.write_diagnostic(file, b"one\n", 0o644, true).unwrap();
+    let real = dir.path().join("state/metrics/pkg.prom");
+    assert_eq!(std::fs::read(&real).unwrap(), b"one\n");
+    assert_eq!(mode_of(&real), 0o644);
+    assert_eq!(mode_of(&dir.path().join("state/metrics")), 0o755);
+    fs.write_diagnostic(file, b"two\n", 0o600, true).unwrap();
+    assert_eq!(std::fs::read(&real).unwrap(), b"two\n");
+    assert_eq!(mode_of(&real), 0o600);
+    // Only the file itself is left: the temp file was renamed.
+    assert_eq!(names_in(&dir.path().join("state/metrics")), ["pkg.prom"]);
+
+    // A link anywhere on the path is refused and its target left alone.
+    let outside = tempfile::tempdir().unwrap();
+    symlink(outside.path(), dir.path().join("state/linked")).unwrap();
+    let err = fs
+        .write_diagnostic(Path::new("/state/linked/pkg.prom"), b"x", 0o644, true)
+        .unwrap_err();
+    assert!(err.to_string().contains("is a symbolic link"), "{err}");
+    assert!(names_in(outside.path()).is_empty());
+    symlink(&real, dir.path().join("state/metrics/other.prom")).unwrap();
+    let err = fs
+        .write_diagnostic(Path::new("/state/metrics/other.prom"), b"x", 0o644, true)
+        .unwrap_err();
+    assert!(err.to_string().contains("is a symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&real).unwrap(), b"two\n");
+
+    // Without `create_dirs`, a missing directory is an error and nothing is created.
+    let err = fs
+        .write_diagnostic(Path::new("/textfile/pkg.prom"), b"x", 0o644, false)
+        .unwrap_err();
+    assert!(err.to_string().contains("/textfile/pkg.prom"), "{err}");
+    assert!(!dir.path().join("textfile").exists());
+}

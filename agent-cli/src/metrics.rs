@@ -1,0 +1,61 @@
+//! After every operator run: the package's node metrics (issue 13, docs/metrics.md), written
+//! beside the results record. A diagnostic: whatever goes wrong is a warning with its cause,
+//! and the run's exit code stays the one its steps decided.
+
+use std::time::SystemTime;
+
+use agent_core::host::errors::Chain;
+use agent_core::host::fs::HostFs;
+use agent_core::host::runtime::Runtime;
+use agent_core::state::metrics::InterruptTally;
+use agent_core::state::metrics::{self, Run, RunResult};
+use agent_core::state::results::RunRecord;
+use tracing::{debug, warn};
+
+/// Fold the finished run into `STATE/metrics/<pkg>.prom` (and the copy in
+/// `SKYHOOK_AGENT_METRICS_DIR`), unless `SKYHOOK_AGENT_WRITE_METRICS=false`. `error`: why the
+/// run failed, if it did.
+pub(crate) fn save(
+    fs: &HostFs,
+    rt: &Runtime,
+    record: &RunRecord,
+    error: Option<&anyhow::Error>,
+    started: SystemTime,
+    interrupt: Option<(&str, InterruptTally)>,
+) {
+    if !rt.write_metrics {
+        return;
+    }
+    let result = match error {
+        None => RunResult::Succeeded,
+        Some(e) if crate::is_stop(e) => RunResult::Stopped,
+        Some(_) => RunResult::Failed,
+    };
+    let run = Run {
+        record,
+        result,
+        started,
+        finished: SystemTime::now(),
+        interrupt,
+    };
+    let written = metrics::record(
+        fs,
+        &rt.state_dir,
+        rt.metrics_dir.as_deref(),
+        &run,
+        (crate::version(), crate::git_sha()),
+    );
+    if let Some(problem) = &written.sidecar_problem {
+        warn!(
+            file = %metrics::sidecar_path(&rt.state_dir, &record.package).display(),
+            error = %problem,
+            "could not read the previous metrics; starting them afresh"
+        );
+    }
+    for (file, e) in &written.failures {
+        warn!(file = %file.display(), error = %Chain(e), "could not write the metrics file");
+    }
+    for file in &written.files {
+        debug!(file = %file.display(), "metrics written");
+    }
+}

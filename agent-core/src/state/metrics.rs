@@ -1,0 +1,591 @@
+//! Node metrics in the Prometheus text format (issue 13), for node-exporter's textfile
+//! collector: `STATE/metrics/<pkg>.prom`, and a copy as `skyhook_agent_<pkg>.prom` in
+//! `SKYHOOK_AGENT_METRICS_DIR` when that names a directory on the host.
+//!
+//! One file per package holds every stage of the package, so a later stage never erases an
+//! earlier one's series. The file is rendered from a small JSON sidecar this module owns,
+//! `STATE/metrics/<pkg>.json`: each run reads it, folds its own results in and writes both
+//! back. Both are diagnostics (SPEC §8.12): atomic rename, no fsync. A sidecar that is
+//! missing or unreadable starts the figures afresh (the counters then restart at 0, which
+//! Prometheus treats as a counter reset).
+//!
+//! Labels are bounded: `package`, `version`, `stage` (a stage mode or `interrupt`), `step`
+//! (a configured step path), `interrupt` (a kind's type), `operation` (`<TYPE>_<i>`),
+//! `resource_id` (the last run's only), and a few fixed sets (`result`, `mode`, `stream`).
+//! No timestamps, messages or command lines go into labels. Every family is listed in
+//! docs/metrics.md.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::host::fs::{HostFs, HostFsError};
+use crate::state::results::{OperationResult, RunRecord};
+
+/// What one interrupt run did, counted for the node's metrics (counted by the interrupt runner).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InterruptTally {
+    /// Completion markers written: operations that succeeded, after-reboot operations
+    /// promoted once the boot ID changed, and kinds without commands marked done.
+    pub completed: u32,
+    /// After-reboot commands started (each one an attempt the loop guard counts).
+    pub reboots_requested: u32,
+    /// Runs the reboot loop guard refused (SPEC §9.6).
+    pub loop_guard_refusals: u32,
+}
+
+/// Mode of the `.prom` files: node-exporter runs as another user.
+pub const PROM_MODE: u32 = 0o644;
+
+/// How a run ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunResult {
+    Succeeded,
+    Failed,
+    /// Stopped by SIGTERM/SIGINT (SPEC §10).
+    Stopped,
+}
+
+impl RunResult {
+    pub const ALL: [RunResult; 3] = [RunResult::Succeeded, RunResult::Failed, RunResult::Stopped];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RunResult::Succeeded => "succeeded",
+            RunResult::Failed => "failed",
+            RunResult::Stopped => "stopped",
+        }
+    }
+}
+
+/// One finished run, as the metrics see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    pub record: &'a RunRecord,
+    pub result: RunResult,
+    pub started: SystemTime,
+    pub finished: SystemTime,
+    /// For an interrupt run: its type and what it counted.
+    pub interrupt: Option<(&'a str, InterruptTally)>,
+}
+
+/// The sidecar: everything the `.prom` file is rendered from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PackageMetrics {
+    pub package: String,
+    /// The last run of each stage (mode, or `interrupt`).
+    #[serde(default)]
+    pub stages: BTreeMap<String, StageFigures>,
+    /// Runs of each stage by result, since the sidecar was created.
+    #[serde(default)]
+    pub runs: BTreeMap<String, [u64; 3]>,
+    /// The last run of each step, by stage then step path.
+    #[serde(default)]
+    pub steps: BTreeMap<String, BTreeMap<String, OperationFigures>>,
+    /// Per interrupt type.
+    #[serde(default)]
+    pub interrupts: BTreeMap<String, InterruptFigures>,
+}
+
+/// The last run of one stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageFigures {
+    pub version: String,
+    pub resource_id: String,
+    /// Unix time, microseconds (integers: the state is read back exactly).
+    pub started_us: u64,
+    pub finished_us: u64,
+    pub exit_code: u8,
+    /// [`RunResult`] as its index in [`RunResult::ALL`].
+    pub result: u8,
+}
+
+/// The last run of one step or interrupt operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperationFigures {
+    pub version: String,
+    /// End of the run it ran in, Unix time, microseconds.
+    pub finished_us: u64,
+    pub duration_us: u64,
+    pub user_cpu_us: u64,
+    pub system_cpu_us: u64,
+    pub max_rss_bytes: u64,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// The exit code; 128 + N when killed by signal N; -1 when it did not start.
+    pub exit_code: i64,
+    pub succeeded: bool,
+}
+
+/// Counters and last operations of one interrupt type.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterruptFigures {
+    pub resource_id: String,
+    pub operations_completed: u64,
+    pub reboots_requested: u64,
+    pub loop_guard_refusals: u64,
+    /// The last run of each operation, by `<TYPE>_<i>`.
+    #[serde(default)]
+    pub operations: BTreeMap<String, OperationFigures>,
+}
+
+/// `STATE/metrics`.
+pub fn dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("metrics")
+}
+
+/// `STATE/metrics/<pkg>.prom`.
+pub fn prom_path(state_dir: &Path, package: &str) -> PathBuf {
+    dir(state_dir).join(format!("{package}.prom"))
+}
+
+/// `STATE/metrics/<pkg>.json`, the sidecar.
+pub fn sidecar_path(state_dir: &Path, package: &str) -> PathBuf {
+    dir(state_dir).join(format!("{package}.json"))
+}
+
+/// The copy's name in `SKYHOOK_AGENT_METRICS_DIR`.
+pub fn textfile_name(package: &str) -> String {
+    format!("skyhook_agent_{package}.prom")
+}
+
+/// What [`record`] wrote, and what it could not.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Host paths of the `.prom` files written.
+    pub files: Vec<PathBuf>,
+    /// One per file that could not be written: its host path and the cause.
+    pub failures: Vec<(PathBuf, HostFsError)>,
+    /// The sidecar could not be read as ours (the figures restarted).
+    pub sidecar_problem: Option<String>,
+}
+
+/// Fold `run` into the package's metrics and write them: the sidecar and `<pkg>.prom` under
+/// STATE, and the copy in `textfile_dir` (host path) when given, which must exist (it is
+/// never created: a missing directory is reported, like any write failure). Nothing here
+/// fails the run; the caller logs what [`Written`] reports.
+pub fn record(
+    fs: &HostFs,
+    state_dir: &Path,
+    textfile_dir: Option<&Path>,
+    run: &Run<'_>,
+    build: (&str, &str),
+) -> Written {
+    let package = run.record.package.as_str();
+    let mut written = Written::default();
+    let sidecar = sidecar_path(state_dir, package);
+    let mut metrics = match fs.read(&sidecar) {
+        Ok(Some(bytes)) => match serde_json::from_slice::<PackageMetrics>(&bytes) {
+            Ok(m) if m.package == package => m,
+            Ok(_) => {
+                written.sidecar_problem = Some("it belongs to another package".into());
+                PackageMetrics::default()
+            }
+            Err(e) => {
+                written.sidecar_problem = Some(e.to_string());
+                PackageMetrics::default()
+            }
+        },
+        Ok(None) => PackageMetrics::default(),
+        Err(e) => {
+            written.sidecar_problem = Some(crate::host::errors::Chain(&e).to_string());
+            PackageMetrics::default()
+        }
+    };
+    package.clone_into(&mut metrics.package);
+    metrics.fold(run);
+    let text = metrics.render(build);
+
+    let mut sidecar_bytes = serde_json::to_vec_pretty(&metrics).expect("metrics serialize");
+    sidecar_bytes.push(b'\n');
+    let metrics_dir = dir(state_dir);
+    fs.clean_stale_temps(&metrics_dir);
+    if let Err(e) = fs.write_diagnostic(&sidecar, &sidecar_bytes, 0o600, true) {
+        written.failures.push((sidecar, e));
+    }
+    let prom = prom_path(state_dir, package);
+    match fs.write_diagnostic(&prom, text.as_bytes(), PROM_MODE, true) {
+        Ok(()) => written.files.push(prom),
+        Err(e) => written.failures.push((prom, e)),
+    }
+    if let Some(dir) = textfile_dir {
+        let file = dir.join(textfile_name(package));
+        fs.clean_stale_temps(dir);
+        match fs.write_diagnostic(&file, text.as_bytes(), PROM_MODE, false) {
+            Ok(()) => written.files.push(file),
+            Err(e) => written.failures.push((file, e)),
+        }
+    }
+    written
+}
+
+fn unix_micros(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+fn figures(op: &OperationResult, version: &str, finished_us: u64) -> OperationFigures {
+    let usage = op.usage.unwrap_or_default();
+    let exit_code = match (op.exit_code, op.signal) {
+        (Some(c), _) => i64::from(c),
+        (None, Some(sig)) => 128 + i64::from(sig),
+        (None, None) => -1,
+    };
+    OperationFigures {
+        version: version.to_owned(),
+        finished_us,
+        duration_us: op.duration_ms.unwrap_or(0).saturating_mul(1000),
+        user_cpu_us: usage.user_cpu_us,
+        system_cpu_us: usage.system_cpu_us,
+        max_rss_bytes: usage.max_rss_bytes,
+        stdout_bytes: usage.stdout_bytes,
+        stderr_bytes: usage.stderr_bytes,
+        exit_code,
+        succeeded: op.succeeded == Some(true),
+    }
+}
+
+impl PackageMetrics {
+    /// Fold one run in.
+    pub fn fold(&mut self, run: &Run<'_>) {
+        let r = run.record;
+        let finished = unix_micros(run.finished);
+        self.stages.insert(
+            r.mode.clone(),
+            StageFigures {
+                version: r.version.clone(),
+                resource_id: r.resource_id.clone(),
+                started_us: unix_micros(run.started),
+                finished_us: finished,
+                exit_code: r.exit_code,
+                result: run.result as u8,
+            },
+        );
+        self.runs.entry(r.mode.clone()).or_default()[run.result as usize] += 1;
+        let ran = |op: &&OperationResult| op.decision == "ran";
+        if let Some((kind, tally)) = run.interrupt {
+            let entry = self.interrupts.entry(kind.to_owned()).or_default();
+            entry.resource_id.clone_from(&r.resource_id);
+            entry.operations_completed += u64::from(tally.completed);
+            entry.reboots_requested += u64::from(tally.reboots_requested);
+            entry.loop_guard_refusals += u64::from(tally.loop_guard_refusals);
+            for op in r.operations.iter().filter(ran) {
+                if let Some(id) = &op.id {
+                    entry
+                        .operations
+                        .insert(id.clone(), figures(op, &r.version, finished));
+                }
+            }
+            return;
+        }
+        let steps = self.steps.entry(r.mode.clone()).or_default();
+        for op in r.operations.iter().filter(ran) {
+            steps.insert(op.operation.clone(), figures(op, &r.version, finished));
+        }
+        // A run that considered every step (it succeeded) tells which steps the stage has:
+        // steps no longer configured lose their series.
+        if run.result == RunResult::Succeeded {
+            steps.retain(|path, _| r.operations.iter().any(|op| op.operation == *path));
+        }
+        if steps.is_empty() {
+            self.steps.remove(&r.mode);
+        }
+    }
+
+    /// The text format, families in a fixed order, series sorted.
+    pub fn render(&self, (agent_version, git_sha): (&str, &str)) -> String {
+        let mut out = Text::default();
+        let pkg = self.package.as_str();
+
+        out.family(
+            "skyhook_agent_build_info",
+            "gauge",
+            "Version and git commit of the agent that wrote this file; always 1.",
+        );
+        out.sample(
+            "skyhook_agent_build_info",
+            &[("version", agent_version), ("git_sha", git_sha)],
+            "1",
+        );
+
+        let stage_labels = |stage: &str, s: &StageFigures| {
+            vec![
+                ("package", pkg.to_owned()),
+                ("version", s.version.clone()),
+                ("stage", stage.to_owned()),
+                ("resource_id", s.resource_id.clone()),
+            ]
+        };
+        let stage_families: [(&str, &str, StageValue); 4] = [
+            (
+                "skyhook_agent_stage_last_run_start_timestamp_seconds",
+                "Start of the last run of the stage, Unix time.",
+                |s| secs(s.started_us),
+            ),
+            (
+                "skyhook_agent_stage_last_run_end_timestamp_seconds",
+                "End of the last run of the stage, Unix time.",
+                |s| secs(s.finished_us),
+            ),
+            (
+                "skyhook_agent_stage_last_run_duration_seconds",
+                "Wall time of the last run of the stage.",
+                |s| secs(s.finished_us.saturating_sub(s.started_us)),
+            ),
+            (
+                "skyhook_agent_stage_last_run_exit_code",
+                "Exit code of the agent in the last run of the stage (0 succeeded, 1 failed or stopped).",
+                |s| s.exit_code.to_string(),
+            ),
+        ];
+        for (name, help, value) in stage_families {
+            out.family(name, "gauge", help);
+            for (stage, s) in &self.stages {
+                out.sample_owned(name, &stage_labels(stage, s), &value(s));
+            }
+        }
+        let name = "skyhook_agent_stage_last_run_result";
+        out.family(
+            name,
+            "gauge",
+            "How the last run of the stage ended: 1 for its result (succeeded, failed, stopped), 0 for the others.",
+        );
+        for (stage, s) in &self.stages {
+            for result in RunResult::ALL {
+                let mut labels = stage_labels(stage, s);
+                labels.push(("result", result.as_str().to_owned()));
+                out.sample_owned(
+                    name,
+                    &labels,
+                    if s.result == result as u8 { "1" } else { "0" },
+                );
+            }
+        }
+        let name = "skyhook_agent_stage_runs_total";
+        out.family(
+            name,
+            "counter",
+            "Runs of the stage on this node by result, since the metrics state was created.",
+        );
+        for (stage, by_result) in &self.runs {
+            for result in RunResult::ALL {
+                let labels = [
+                    ("package", pkg.to_owned()),
+                    ("stage", stage.clone()),
+                    ("result", result.as_str().to_owned()),
+                ];
+                let n = by_result[result as usize];
+                out.sample_owned(name, &labels, &n.to_string());
+            }
+        }
+
+        let step_series: Vec<(Vec<(&str, String)>, &OperationFigures)> = self
+            .steps
+            .iter()
+            .flat_map(|(stage, steps)| {
+                steps.iter().map(move |(step, f)| {
+                    (
+                        vec![
+                            ("package", pkg.to_owned()),
+                            ("version", f.version.clone()),
+                            ("stage", stage.clone()),
+                            ("step", step.clone()),
+                        ],
+                        f,
+                    )
+                })
+            })
+            .collect();
+        operation_families(&mut out, "skyhook_agent_step", "step", &step_series);
+
+        let op_series: Vec<(Vec<(&str, String)>, &OperationFigures)> = self
+            .interrupts
+            .iter()
+            .flat_map(|(kind, i)| {
+                i.operations.iter().map(move |(id, f)| {
+                    (
+                        vec![
+                            ("package", pkg.to_owned()),
+                            ("version", f.version.clone()),
+                            ("interrupt", kind.clone()),
+                            ("operation", id.clone()),
+                        ],
+                        f,
+                    )
+                })
+            })
+            .collect();
+        operation_families(
+            &mut out,
+            "skyhook_agent_interrupt_operation",
+            "interrupt operation",
+            &op_series,
+        );
+
+        let counters: [(&str, &str, Counter); 3] = [
+            (
+                "skyhook_agent_interrupt_operations_completed_total",
+                "Interrupt operations this agent marked complete (succeeded, or confirmed after a reboot).",
+                |i| i.operations_completed,
+            ),
+            (
+                "skyhook_agent_interrupt_reboots_requested_total",
+                "Reboot commands started by after-reboot interrupt operations.",
+                |i| i.reboots_requested,
+            ),
+            (
+                "skyhook_agent_interrupt_loop_guard_refusals_total",
+                "Interrupt runs the reboot loop guard refused (SKYHOOK_REBOOT_MAX_ATTEMPTS reached).",
+                |i| i.loop_guard_refusals,
+            ),
+        ];
+        for (name, help, value) in counters {
+            out.family(name, "counter", help);
+            for (kind, i) in &self.interrupts {
+                // No resource_id: a new generation of the Skyhook resource must not restart
+                // the counter under new labels.
+                let labels = [("package", pkg.to_owned()), ("interrupt", kind.clone())];
+                out.sample_owned(name, &labels, &value(i).to_string());
+            }
+        }
+        out.0
+    }
+}
+
+type StageValue = fn(&StageFigures) -> String;
+type Counter = fn(&InterruptFigures) -> u64;
+type OperationValue = fn(&OperationFigures) -> String;
+
+/// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations.
+fn operation_families(
+    out: &mut Text,
+    prefix: &str,
+    what: &str,
+    series: &[(Vec<(&str, String)>, &OperationFigures)],
+) {
+    let simple: [(&str, String, OperationValue); 5] = [
+        (
+            "last_run_duration_seconds",
+            format!("Wall time of the last run of the {what}."),
+            |f| secs(f.duration_us),
+        ),
+        (
+            "last_run_max_rss_bytes",
+            format!(
+                "Peak resident memory of the last run of the {what}: its process, or the largest \
+                 descendant it waited for."
+            ),
+            |f| f.max_rss_bytes.to_string(),
+        ),
+        (
+            "last_run_exit_code",
+            format!(
+                "Exit code of the last run of the {what} (128+N for signal N, -1 if it did not start)."
+            ),
+            |f| f.exit_code.to_string(),
+        ),
+        (
+            "last_run_success",
+            format!("1 if the last run of the {what} succeeded, else 0."),
+            |f| u8::from(f.succeeded).to_string(),
+        ),
+        (
+            "last_run_timestamp_seconds",
+            format!("End of the agent run in which the {what} last ran, Unix time."),
+            |f| secs(f.finished_us),
+        ),
+    ];
+    for (suffix, help, value) in &simple {
+        let name = format!("{prefix}_{suffix}");
+        out.family(&name, "gauge", help);
+        for (labels, f) in series {
+            out.sample_owned(&name, labels, &value(f));
+        }
+    }
+    let name = format!("{prefix}_last_run_cpu_seconds");
+    out.family(
+        &name,
+        "gauge",
+        &format!(
+            "CPU time of the last run of the {what} and the descendants it waited for, by mode (user, system)."
+        ),
+    );
+    for (labels, f) in series {
+        for (mode, v) in [("user", f.user_cpu_us), ("system", f.system_cpu_us)] {
+            let mut l = labels.clone();
+            l.push(("mode", mode.to_owned()));
+            out.sample_owned(&name, &l, &secs(v));
+        }
+    }
+    let name = format!("{prefix}_last_run_output_bytes");
+    out.family(
+        &name,
+        "gauge",
+        &format!("Bytes the last run of the {what} wrote, by stream (stdout, stderr)."),
+    );
+    for (labels, f) in series {
+        for (stream, v) in [("stdout", f.stdout_bytes), ("stderr", f.stderr_bytes)] {
+            let mut l = labels.clone();
+            l.push(("stream", stream.to_owned()));
+            out.sample_owned(&name, &l, &v.to_string());
+        }
+    }
+}
+
+/// Microseconds as seconds in the text format (`1.5`, `0.000042`, `3`), from integers only.
+fn secs(us: u64) -> String {
+    let (whole, frac) = (us / 1_000_000, us % 1_000_000);
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let frac = format!("{frac:06}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
+}
+
+#[derive(Default)]
+struct Text(String);
+
+impl Text {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    fn sample_owned(&mut self, name: &str, labels: &[(&str, String)], value: &str) {
+        let borrowed: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.sample(name, &borrowed, value);
+    }
+}
+
+/// Label values: `\`, `"` and newlines escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', r"\\")
+        .replace('"', "\\\"")
+        .replace('\n', r"\n")
+}
+
+/// HELP text: `\` and newlines escaped.
+fn escape_help(v: &str) -> String {
+    v.replace('\\', r"\\").replace('\n', r"\n")
+}
+
+#[cfg(test)]
+mod tests;
