@@ -158,22 +158,27 @@ impl HostFs {
     pub fn write_atomic(&self, host_path: &Path, contents: &[u8]) -> Result<(), HostFsError> {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
-        // `renameat` would replace a link rather than follow it, but SPEC §5 wants a link at
-        // the destination reported, and a directory there cannot be replaced by a file.
-        match entry_kind(&dir, &target.name, &target.host)? {
+        Self::replace(&dir, &target, FILE_MODE, DirSync::Required, contents)
+    }
+
+    /// Replace `target` in its open directory `dir` with `contents` through the one atomic
+    /// replace. `renameat` would replace a link rather than follow it, but SPEC §5 wants a
+    /// link at the destination reported, and a directory there cannot be replaced by a file.
+    fn replace(
+        dir: &OwnedFd,
+        target: &Target,
+        mode: u32,
+        sync: DirSync,
+        contents: &[u8],
+    ) -> Result<(), HostFsError> {
+        match entry_kind(dir, &target.name, &target.host)? {
             None | Some(Kind::File) => {}
             Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
             Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
         }
-
-        replace_in(
-            &dir,
-            &target.dir,
-            &target.name,
-            FILE_MODE,
-            DirSync::Required,
-            |file| file.write_all(contents),
-        )
+        replace_in(dir, &target.dir, &target.name, mode, sync, |file| {
+            file.write_all(contents)
+        })
     }
 
     /// Atomic replace without durability, for diagnostics (results records, metrics; SPEC
@@ -199,19 +204,7 @@ impl HostFs {
         let dir = self
             .walk(&target.dir, missing)?
             .ok_or_else(|| io_error("writing", &target.host, Errno::ENOENT))?;
-        match entry_kind(&dir, &target.name, &target.host)? {
-            None | Some(Kind::File) => {}
-            Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
-            Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
-        }
-        replace_in(
-            &dir,
-            &target.dir,
-            &target.name,
-            mode,
-            DirSync::Never,
-            |file| file.write_all(contents),
-        )
+        Self::replace(&dir, &target, mode, DirSync::Never, contents)
     }
 
     /// Read a state file: `Ok(None)` if it does not exist; `SymbolicLink` / `NotARegularFile`
@@ -406,28 +399,12 @@ impl HostFs {
     /// exist), in directory order, without collecting them: for directories with many entries
     /// read once (the log index). Names that are not UTF-8 are skipped, as by
     /// [`HostFs::list_dir`].
-    pub fn visit_dir(
-        &self,
-        host_path: &Path,
-        mut visit: impl FnMut(&str),
-    ) -> Result<(), HostFsError> {
+    pub fn visit_dir(&self, host_path: &Path, visit: impl FnMut(&str)) -> Result<(), HostFsError> {
         let dir_path = Self::clean(host_path)?;
         let Some(dir) = self.walk_existing(&dir_path)? else {
             return Ok(());
         };
-        let mut stream =
-            nix::dir::Dir::from_fd(dir).map_err(|errno| io_error("listing", &dir_path, errno))?;
-        for entry in stream.iter() {
-            let entry = entry.map_err(|errno| io_error("listing", &dir_path, errno))?;
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            if let Ok(name) = std::str::from_utf8(name) {
-                visit(name);
-            }
-        }
-        Ok(())
+        atomic::list_fd(&dir, visit).map_err(|errno| io_error("listing", &dir_path, errno))
     }
 
     /// fsync a directory, making the entries created, renamed or removed in it durable.

@@ -15,7 +15,6 @@ use serde::Serialize;
 use crate::exec::{self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec};
 use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
-use crate::host::errors::state_err;
 use crate::host::fs::HostFs;
 use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
@@ -199,13 +198,7 @@ impl Operations for DryRun {
     }
 
     fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
-        let markers = self.settings.markers(self.type_name, index);
-        Ok(markers
-            .is_complete(&self.settings.fs)
-            .map_err(state_err(format!(
-                "checking {}",
-                markers.complete.display()
-            )))?)
+        self.settings.is_complete(self.type_name, index)
     }
 
     fn node_name(&self) -> Option<String> {

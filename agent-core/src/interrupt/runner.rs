@@ -47,6 +47,20 @@ impl InterruptSettings {
         OperationMarkers::new(&self.markers_dir, type_name, index)
     }
 
+    /// Whether operation `index` of kind `type_name` has its completion marker (the run and
+    /// the dry run answer a kind's `is_complete` alike).
+    pub(crate) fn is_complete(
+        &self,
+        type_name: &str,
+        index: usize,
+    ) -> Result<bool, InterruptError> {
+        let markers = self.markers(type_name, index);
+        Ok(markers.is_complete(&self.fs).map_err(state_err(format!(
+            "checking {}",
+            markers.complete.display()
+        )))?)
+    }
+
     /// `NODE_NAME` from the agent's environment, else the host's hostname.
     pub(crate) fn node_name(&self) -> Option<String> {
         if let Some((_, v)) = self.base_env.iter().find(|(k, _)| k == "NODE_NAME") {
@@ -391,13 +405,7 @@ impl Operations for Run {
     }
 
     fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
-        let markers = self.settings.markers(self.type_name, index);
-        Ok(markers
-            .is_complete(&self.settings.fs)
-            .map_err(state_err(format!(
-                "checking {}",
-                markers.complete.display()
-            )))?)
+        self.settings.is_complete(self.type_name, index)
     }
 
     fn node_name(&self) -> Option<String> {
