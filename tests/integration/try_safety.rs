@@ -38,32 +38,29 @@ fn try_json(host: &FakeHost, pkg: &Path, args: &[&str]) -> (Run, Option<Value>) 
     (run, report)
 }
 
-fn changes(report: &Value) -> Vec<(String, String)> {
-    report["changes"]
+/// Two string fields of each entry of the report's array `list`, as pairs.
+fn field_pairs(report: &Value, list: &str, first: &str, second: &str) -> Vec<(String, String)> {
+    report[list]
         .as_array()
-        .expect("changes[]")
+        .unwrap_or_else(|| panic!("{list}[] missing from {report}"))
         .iter()
-        .map(|c| {
+        .map(|entry| {
             (
-                c["kind"].as_str().unwrap().to_owned(),
-                c["path"].as_str().unwrap().to_owned(),
+                entry[first].as_str().unwrap().to_owned(),
+                entry[second].as_str().unwrap().to_owned(),
             )
         })
         .collect()
 }
 
+/// `(kind, path)` of each change.
+fn changes(report: &Value) -> Vec<(String, String)> {
+    field_pairs(report, "changes", "kind", "path")
+}
+
+/// `(stage, result)` of each stage.
 fn stage_results(report: &Value) -> Vec<(String, String)> {
-    report["stages"]
-        .as_array()
-        .expect("stages[]")
-        .iter()
-        .map(|s| {
-            (
-                s["stage"].as_str().unwrap().to_owned(),
-                s["result"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    field_pairs(report, "stages", "stage", "result")
 }
 
 #[test]
