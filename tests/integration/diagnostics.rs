@@ -4,9 +4,7 @@
 
 use serde_json::Value;
 
-use std::time::Duration;
-
-use crate::util::{COPY_DIR, FakeHost, PKG_LOGS, Package, Reaper, Run, Step, b64};
+use crate::util::{COPY_DIR, FakeHost, PKG_LOGS, Package, Reaper, Run, b64};
 
 /// The agent's version, as `agent --version` prints it.
 fn agent_version(host: &FakeHost) -> String {
@@ -379,24 +377,8 @@ fn a_run_stopped_by_sigterm_ends_with_result_stopped() {
     require_root!();
     let host = FakeHost::new();
     let _reaper = Reaper(&host);
-    let held = "#!/bin/sh\necho started > /var/tmp/started\n\
-                while [ ! -e /var/tmp/release ]; do usleep 10000; done\nexit 0\n";
-    host.install(
-        &Package::new()
-            .step("apply", Step::new("held.sh").script(held))
-            .step("apply", Step::new("next.sh"))
-            .step("apply-check", Step::new("next_check.sh")),
-    );
-    let agent = host
-        .tagged_agent()
-        .args(["apply", &host.root_str(), COPY_DIR])
-        .timeout(Duration::from_secs(40))
-        .spawn();
-    host.wait_for("var/tmp/started", Duration::from_secs(20));
-    agent.signal("TERM");
-    std::thread::sleep(Duration::from_millis(300));
-    host.write("var/tmp/release", "");
-    let run = agent.wait();
+    host.install_held_apply("exit 0");
+    let run = host.stop_held_apply(host.tagged_agent());
     run.assert_code(1);
     assert_eq!(
         text_lines(&run, "agent execution failed", &[]),

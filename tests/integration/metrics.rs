@@ -4,8 +4,6 @@
 //! a real text-format parser after success, failure, a signal stop, an interrupt with a
 //! reboot, and with a metrics directory that is missing or cannot be written.
 
-use std::time::Duration;
-
 use prometheus_parse::{Scrape, Value};
 
 use crate::util::{COPY_DIR, FakeHost, PKG_DIR, Package, Run, STATE, Step, interrupt_data};
@@ -314,24 +312,8 @@ fn a_failed_step_is_in_the_metrics_and_the_run_fails_as_before() {
 fn a_signal_stop_is_recorded_as_stopped_with_the_finished_step() {
     require_root!();
     let host = FakeHost::new();
-    let held = "#!/bin/sh\necho started > /var/tmp/started\n\
-                while [ ! -e /var/tmp/release ]; do usleep 10000; done\necho finished\n";
-    host.install(
-        &Package::new()
-            .step("apply", Step::new("held.sh").script(held))
-            .step("apply", Step::new("next.sh"))
-            .step("apply-check", Step::new("next_check.sh")),
-    );
-    let agent = host
-        .agent()
-        .args(["apply", &host.root_str(), COPY_DIR])
-        .timeout(Duration::from_secs(40))
-        .spawn();
-    host.wait_for("var/tmp/started", Duration::from_secs(20));
-    agent.signal("TERM");
-    std::thread::sleep(Duration::from_millis(300));
-    host.write("var/tmp/release", "");
-    let run = agent.wait();
+    host.install_held_apply("echo finished");
+    let run = host.stop_held_apply(host.agent());
     run.assert_code(1);
     run.assert_stderr_contains("agent stopped after receiving a termination signal");
     let s = metrics(&host);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     AgentCmd, BOOT_ID, BOOT_ID_FILE, CALLS_LOG, COPY_DIR, HOST_TAG_VAR, Package, RAN_LOG, Run,
-    sha256_hex,
+    Step, sha256_hex,
 };
 
 /// Busybox applets linked into `<ROOT>/bin` (never `reboot`, `halt` or `poweroff`).
@@ -286,6 +286,36 @@ impl FakeHost {
     /// `agent MODE ROOT COPY_DIR` with the base environment.
     pub fn stage(&self, mode: &str) -> Run {
         self.run(mode, &[])
+    }
+
+    /// Install an apply whose first step, `held.sh`, writes `/var/tmp/started`, waits for
+    /// `/var/tmp/release` and then runs `last` (one shell line); `next.sh` and an apply-check
+    /// step `next_check.sh` follow. Run it with [`FakeHost::stop_held_apply`].
+    pub fn install_held_apply(&self, last: &str) {
+        let held = format!(
+            "#!/bin/sh\necho started > /var/tmp/started\n\
+             while [ ! -e /var/tmp/release ]; do usleep 10000; done\n{last}\n"
+        );
+        self.install(
+            &Package::new()
+                .step("apply", Step::new("held.sh").script(&held))
+                .step("apply", Step::new("next.sh"))
+                .step("apply-check", Step::new("next_check.sh")),
+        );
+    }
+
+    /// Start `agent` (an apply of [`FakeHost::install_held_apply`]'s package), send it SIGTERM
+    /// once `held.sh` runs, then let the step finish; the agent's result.
+    pub fn stop_held_apply(&self, agent: AgentCmd) -> Run {
+        let agent = agent
+            .args(["apply", &self.root_str(), COPY_DIR])
+            .timeout(Duration::from_secs(40))
+            .spawn();
+        self.wait_for("var/tmp/started", Duration::from_secs(20));
+        agent.signal("TERM");
+        std::thread::sleep(Duration::from_millis(300));
+        self.write("var/tmp/release", "");
+        agent.wait()
     }
 
     /// Wait until `<ROOT>/rel` exists (a step signalling it started), panicking after `timeout`.
