@@ -1,4 +1,4 @@
-//! After every operator run: the package's node metrics (issue 13, docs/metrics.md), written
+//! After every operator run: the package's node metrics (docs/metrics.md), written
 //! beside the results record. A diagnostic: whatever goes wrong is a warning with its cause,
 //! and the run's exit code stays the one its steps decided.
 
@@ -7,8 +7,7 @@ use std::time::SystemTime;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
-use agent_core::state::metrics::InterruptTally;
-use agent_core::state::metrics::{self, Run, RunResult};
+use agent_core::state::metrics::{self, InterruptTally, Run, RunResult};
 use agent_core::state::results::RunRecord;
 use tracing::{debug, warn};
 

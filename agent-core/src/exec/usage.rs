@@ -1,4 +1,4 @@
-//! What one operation cost (issue 13): CPU time and peak memory as the kernel accounted them to
+//! What one operation cost: CPU time and peak memory as the kernel accounted them to
 //! its process, and the bytes it wrote to stdout and stderr as the relay counted them.
 //!
 //! The kernel figures come from `waitid(2)` with `WNOWAIT` and a `struct rusage` (the Linux

@@ -1,4 +1,4 @@
-//! Node metrics in the Prometheus text format (issue 13), for node-exporter's textfile
+//! Node metrics in the Prometheus text format, for node-exporter's textfile
 //! collector: `STATE/metrics/<pkg>.prom`, and a copy as `skyhook_agent_<pkg>.prom` in
 //! `SKYHOOK_AGENT_METRICS_DIR` when that names a directory on the host.
 //!
