@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Makes a small host root in DIR (new, or an empty directory): /bin with a shell
 # and the utilities the example package's steps run, /etc (with a hostname),
-# /tmp, /var/tmp, and empty /proc, /dev and /sys mount points. A root to run
-# the agent against instead of this machine's own `/` (examples/demo.sh builds
-# its sandbox's lower root with it; README.md's tour uses it as ROOT).
+# /tmp, /var/tmp, /dev and /sys mount points, and /proc holding only
+# sys/kernel/random/boot_id (this machine's boot ID, where the agent reads it on
+# a host). A root to run the agent against instead of this machine's own `/`
+# (examples/demo.sh builds its sandbox's lower root with it; README.md's tour
+# uses it as ROOT).
 #
 #   examples/make-root.sh [--tools auto|busybox|host-tools] DIR
 #
@@ -150,4 +152,6 @@ else
     copy_host_tools
 fi
 echo "node-1" >"$dir/etc/hostname"
+mkdir -p "$dir/proc/sys/kernel/random"
+cat /proc/sys/kernel/random/boot_id >"$dir/proc/sys/kernel/random/boot_id"
 echo "$summary"

@@ -1,13 +1,17 @@
-//! `examples/demo.sh`, the README's first command: `agent try` of the example package against
+//! The README's first commands. `examples/demo.sh`: `agent try` of the example package against
 //! a lower root the demo builds, from a static busybox or from this machine's own tools
 //! (`DEMO_LOWER=host-tools`, what a machine without a static busybox gets), run as root and as
-//! an unprivileged user; nothing outside its sandbox directory changes.
+//! an unprivileged user; nothing outside its sandbox directory changes. "A short tour": every
+//! command has the tour's scratch ROOT, and run as written (in a temp dir) they succeed and
+//! write nowhere else.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 
-use crate::util::{AgentCmd, BASE_ENV, Run, Snapshot, repo, sha256_hex, tree_stamp};
+use crate::docs::{console_examples_in, words};
+use crate::util::{AgentCmd, BASE_ENV, Run, Snapshot, repo, repo_file, sha256_hex, tree_stamp};
 
 /// The uid and gid of `nobody`, the unprivileged user the demo is run as.
 const NOBODY: u32 = 65534;
@@ -91,6 +95,22 @@ const UNPRIVILEGED_GUARD: &str = r#"if [ "$(id -u)" = 0 ] || ! grep -Eq '^CapEff
 fi
 exec bash "$@""#;
 
+/// A command in `cwd` with the environment of a user's shell instead of the agent's base
+/// environment: the usual PATH (after `path_first`, when not empty) and HOME.
+fn user_shell_env(cwd: &Path, home: &Path, path_first: &str) -> AgentCmd {
+    let mut cmd = AgentCmd::in_dir(cwd);
+    for (k, _) in BASE_ENV {
+        cmd = cmd.env_remove(k);
+    }
+    let path = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+    let path = if path_first.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path_first}:{path}")
+    };
+    cmd.env("PATH", path).env("HOME", home)
+}
+
 /// Run `examples/demo.sh ARGS` as `user` with the test's agent binary (`AGENT`), a TMPDIR of
 /// its own, a user's minimal environment and `env` on top.
 fn run_demo(user: User, env: &[(&str, &str)], args: &[&str]) -> DemoRun {
@@ -137,13 +157,7 @@ fn run_demo(user: User, env: &[(&str, &str)], args: &[&str]) -> DemoRun {
         }
         prefix.extend(["-c".into(), UNPRIVILEGED_GUARD.into(), "bash".into()]);
     }
-    let mut cmd = AgentCmd::in_dir(&base);
-    for (k, _) in BASE_ENV {
-        cmd = cmd.env_remove(k);
-    }
-    cmd = cmd
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-        .env("HOME", &tmp)
+    let mut cmd = user_shell_env(&base, &tmp, "")
         .env("TMPDIR", &tmp)
         .env("AGENT", &agent);
     for (k, v) in env {
@@ -440,4 +454,143 @@ fn demo_refuses_an_unknown_lower_root_kind_with_exit_2() {
     );
     assert_eq!(demo.run.out(), "");
     assert_eq!(demo.left_in_tmp(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------------------------
+// README.md, "A short tour"
+// ---------------------------------------------------------------------------------------------
+
+/// The tour's scratch directory and the ROOT every command of it names.
+const TOUR_DIR: &str = "/tmp/demo";
+const TOUR_ROOT: &str = "/tmp/demo/root";
+
+/// The README's "A short tour" section.
+fn tour() -> String {
+    let readme = repo_file("README.md");
+    let start = readme
+        .find("\n## A short tour\n")
+        .expect("README.md has a section \"A short tour\"")
+        + 1;
+    let rest = &readme[start..];
+    let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
+    rest[..end].to_owned()
+}
+
+/// The bodies of the ```sh blocks of `text`.
+fn sh_blocks(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            match current.take() {
+                Some(body) => out.push(body),
+                None if line == "```sh" => current = Some(String::new()),
+                None => {}
+            }
+        } else if let Some(body) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    out
+}
+
+/// The ROOT an `agent` command line works on (`None` for one that takes none).
+fn root_of(cmd: &str) -> Option<String> {
+    let w = words(cmd);
+    assert_eq!(w.first().map(String::as_str), Some("agent"), "{cmd}");
+    let at = match w.get(1).map(String::as_str) {
+        Some("validate") => return None,
+        Some("plan") => 3,
+        _ => 2,
+    };
+    Some(
+        w.get(at)
+            .unwrap_or_else(|| panic!("{cmd}: no ROOT"))
+            .clone(),
+    )
+}
+
+/// The tour copied as a newcomer would: every command names the scratch ROOT (checked before
+/// anything runs), the set-up names only paths below the scratch directory; then, run as
+/// written with the scratch directory in a temp dir, every command succeeds, shows the first
+/// line the README shows, and the package's files land in the scratch root and nowhere else.
+#[test]
+fn readme_tour_runs_every_command_against_its_scratch_root_and_writes_nothing_else() {
+    require_root!();
+    let tour = tour();
+    let setup = sh_blocks(&tour);
+    let commands = console_examples_in(&tour);
+    for (cmd, _) in &commands {
+        if let Some(root) = root_of(cmd) {
+            assert_eq!(
+                root, TOUR_ROOT,
+                "the tour runs `{cmd}` against another ROOT"
+            );
+        }
+    }
+    assert!(commands.len() >= 5, "{commands:?}");
+    assert!(!setup.is_empty(), "the tour has no set-up block");
+    for block in &setup {
+        for word in block.split_whitespace().filter(|w| w.starts_with('/')) {
+            assert!(
+                word.starts_with(&format!("{TOUR_DIR}/")),
+                "the tour's set-up names {word}, outside {TOUR_DIR}:\n{block}"
+            );
+        }
+    }
+
+    let dir = tempfile::Builder::new()
+        .prefix("agent-tour-it-")
+        .tempdir()
+        .unwrap();
+    let scratch = fs::canonicalize(dir.path()).unwrap().join("demo");
+    let scratch = scratch.to_str().unwrap();
+    let out = dir.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let mut script = String::from("set -eu\n");
+    for block in &setup {
+        script.push_str(&block.replace(TOUR_DIR, scratch));
+    }
+    script.push_str("set +e\n");
+    for (i, (cmd, _)) in commands.iter().enumerate() {
+        let cmd = cmd.replace(TOUR_DIR, scratch);
+        let o = out.display();
+        let _ = writeln!(script, "{cmd} >{o}/{i}.out 2>&1; echo $? >{o}/{i}.rc");
+    }
+    let agent_dir = Path::new(env!("CARGO_BIN_EXE_agent")).parent().unwrap();
+    let outside = Outside::now();
+    let run = user_shell_env(&repo(), dir.path(), agent_dir.to_str().unwrap())
+        .args(["-c", &script])
+        .run_program(Path::new("/bin/bash"));
+    run.assert_success();
+    for (i, (cmd, shown)) in commands.iter().enumerate() {
+        let rc = fs::read_to_string(out.join(format!("{i}.rc"))).unwrap();
+        let real = fs::read_to_string(out.join(format!("{i}.out")))
+            .unwrap()
+            .replace(scratch, TOUR_DIR);
+        assert_eq!(rc.trim(), "0", "`{cmd}` failed:\n{real}");
+        let first = shown.lines().next().unwrap_or("");
+        if first != "..." {
+            assert_eq!(real.lines().next(), Some(first), "`{cmd}`:\n{real}");
+        }
+    }
+    let demo = DemoRun {
+        run,
+        tmp: out.clone(),
+        _dir: dir,
+    };
+    outside.assert_unchanged(&demo);
+    let root = Path::new(scratch).join("root");
+    for file in [
+        "etc/gpu-node-tuning/README",
+        "srv/node/etc/sysctl.d/90-gpu-node-tuning.conf",
+        "srv/node/etc/gpu-node-tuning/activation",
+        "var/lib/skyhook/demo/metrics/gpu-node-tuning.prom",
+    ] {
+        assert!(
+            root.join(file).is_file(),
+            "{file} is not in the scratch root"
+        );
+    }
 }
