@@ -9,9 +9,18 @@
 #   examples/demo.sh --clean    same, then remove the sandbox directory
 #   AGENT=/path/to/agent examples/demo.sh    use that binary, skip the build
 #
-# The lower (host) root is a busybox root the demo builds in its sandbox
-# directory (it needs a static busybox, e.g. `apt-get install busybox-static`),
-# holding the settings of an earlier install so that the report shows a diff.
+# The lower (host) root is a small root the demo builds in its sandbox
+# directory with examples/make-root.sh, holding the settings of an earlier
+# install so that the report shows a diff. Its tools come from this machine,
+# whatever it has:
+#   DEMO_LOWER=auto        (default) busybox if a static one is on PATH, else
+#                          host tools
+#   DEMO_LOWER=busybox     a static busybox from PATH and its applets (stops
+#                          if there is none: apt-get install busybox-static)
+#   DEMO_LOWER=host-tools  copies of this machine's sh and the utilities the
+#                          package's steps run, with the shared libraries and
+#                          the dynamic loader `ldd` names for them
+# Nothing is installed: the demo writes only below TMPDIR (default /tmp).
 # DEMO_ROOT=/path uses that directory as the lower root instead (DEMO_ROOT=/ is
 # this machine's root; without root only files owned by you can be changed in
 # the sandbox). The lower root is never written: the demo hashes every file of
@@ -43,6 +52,20 @@ for arg in "$@"; do
     esac
 done
 
+lower_kind=${DEMO_LOWER:-auto}
+case $lower_kind in
+    auto | busybox | host-tools) ;;
+    *)
+        echo "demo: DEMO_LOWER must be auto, busybox or host-tools, got '$lower_kind'" >&2
+        exit 2
+        ;;
+esac
+if [[ -n ${DEMO_ROOT:-} && -n ${DEMO_LOWER:-} ]]; then
+    echo "demo: DEMO_ROOT ('$DEMO_ROOT') and DEMO_LOWER ('$DEMO_LOWER') exclude each other:" \
+        "DEMO_ROOT is the lower root, DEMO_LOWER says how to build one" >&2
+    exit 2
+fi
+
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg_src=$repo_root/examples/packages/gpu-node-tuning
 
@@ -50,6 +73,11 @@ pkg_src=$repo_root/examples/packages/gpu-node-tuning
 if [[ -n ${AGENT:-} ]]; then
     agent=$AGENT
 else
+    if ! command -v cargo >/dev/null; then
+        echo "demo: cargo is not on PATH: install a Rust toolchain (https://rustup.rs)," \
+            "or set AGENT to an agent binary" >&2
+        exit 1
+    fi
     echo "==> building the agent (cargo build --bin agent)"
     (cd "$repo_root" && cargo build --quiet --bin agent)
     target_dir=${CARGO_TARGET_DIR:-target}
@@ -70,24 +98,16 @@ if [[ -n ${DEMO_ROOT:-} ]]; then
     lower=$(cd "$DEMO_ROOT" && pwd -P)
     echo "==> lower root: $lower (DEMO_ROOT)"
 else
-    busybox=$(command -v busybox || true)
-    if [[ -z $busybox ]] || ldd "$busybox" >/dev/null 2>&1; then
-        echo "demo: the lower root needs a static busybox (apt-get install busybox-static)," \
-            "or set DEMO_ROOT to a host root" >&2
+    lower=$sandbox/lower
+    if ! tools=$("$repo_root/examples/make-root.sh" --tools "$lower_kind" "$lower"); then
         rm -rf "$sandbox"
         exit 1
     fi
-    lower=$sandbox/lower
-    mkdir -p "$lower"/{bin,etc/gpu-node-tuning,tmp,var/tmp,proc,dev,sys}
-    cp "$busybox" "$lower/bin/busybox"
-    for applet in $("$busybox" --list); do
-        [[ $applet == busybox ]] || ln -s busybox "$lower/bin/$applet"
-    done
-    echo "node-1" >"$lower/etc/hostname"
+    mkdir -p "$lower/etc/gpu-node-tuning"
     # An earlier install's settings, with another power limit.
     sed 's/^power_limit_percent=100$/power_limit_percent=80/' \
         "$pkg_src/configmaps/node-tuning.conf" >"$lower/etc/gpu-node-tuning/node-tuning.conf"
-    echo "==> lower root: $lower (busybox, /etc/hostname, an earlier node-tuning.conf)"
+    echo "==> lower root: $lower ($tools, /etc/hostname, an earlier node-tuning.conf)"
 fi
 
 # Every file of the lower root, hashed (path, type, mode, content or link target).

@@ -390,7 +390,11 @@ fn block_after(doc: &str, marker: &str) -> String {
 
 /// `(command line, expected output)` of every `$ agent ...` in the ```console blocks of `doc`.
 fn console_examples(doc: &str) -> Vec<(String, String)> {
-    let text = read(doc);
+    console_examples_in(&read(doc))
+}
+
+/// `(command line, expected output)` of every `$ ...` in the ```console blocks of `text`.
+pub fn console_examples_in(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut in_console = false;
     let mut current: Option<(String, String)> = None;
@@ -419,7 +423,7 @@ fn console_examples(doc: &str) -> Vec<(String, String)> {
 }
 
 /// Split a command line: whitespace-separated words, single quotes kept together.
-fn words(cmd: &str) -> Vec<String> {
+pub fn words(cmd: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     let mut quoted = false;
@@ -552,7 +556,7 @@ fn readme_validate_example_is_real_output() {
     let host = FakeHost::new();
     copy_tree(
         &repo().join("examples/packages/gpu-node-tuning"),
-        &host.outside().join("packages/gpu-node-tuning-1.1.0"),
+        &host.outside().join("examples/packages/gpu-node-tuning"),
     );
     let (cmd, expected) = console_examples("README.md")
         .into_iter()

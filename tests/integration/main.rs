@@ -35,6 +35,7 @@ mod compat;
 mod completions;
 mod concurrency;
 mod crash;
+mod demo;
 mod diagnostics;
 mod dockerfile;
 mod docs;
