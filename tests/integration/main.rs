@@ -61,3 +61,4 @@ mod status;
 mod subcommands;
 mod try_example;
 mod try_safety;
+mod try_stops;

@@ -13,7 +13,7 @@ use crate::util::{FakeHost, Package, Run, Step};
 
 /// A package directory outside the fake root, with `apply.sh` running `body` and an always
 /// passing `apply_check.sh`.
-fn package(host: &FakeHost, body: &str) -> PathBuf {
+pub(crate) fn package(host: &FakeHost, body: &str) -> PathBuf {
     let pkg = host.outside().join("pkg");
     Package::named("trypkg", "1.0.0")
         .step("apply", Step::new("apply.sh").script(body))
@@ -236,7 +236,7 @@ fn try_a_failing_step_reports_it_and_leaves_the_lower_root_unchanged() {
 }
 
 /// Processes whose command line contains `token`.
-fn processes_with(token: &str) -> Vec<String> {
+pub(crate) fn processes_with(token: &str) -> Vec<String> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {

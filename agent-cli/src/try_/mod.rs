@@ -3,7 +3,7 @@
 //!
 //! Three processes:
 //! - `agent try` (this module's [`run`]) checks the input, starts the sandbox, waits for it
-//!   (a SIGINT or SIGTERM discards it at once) and prints the report;
+//!   (any stop signal discards it at once) and prints the report;
 //! - the sandbox process ([`sandbox::enter`]), started as `agent try --sandbox SPEC` in a new
 //!   session, unshares the namespaces and forks
 //! - the sandbox's init (PID 1 of its PID namespace), which mounts the overlay, `/proc`, `/dev`
@@ -118,6 +118,14 @@ pub fn run(args: &Try) -> ExitCode {
         return ExitCode::from(sandbox::enter(spec));
     }
     let out = Output::process();
+    // Before anything is created: a stop signal from here on removes what was.
+    let stopped = match StopFlag::install() {
+        Ok(s) => s,
+        Err(msg) => {
+            out.eprint(&format!("agent try: {msg}\n"));
+            return ExitCode::from(1);
+        }
+    };
     let spec = match prepare(args) {
         Ok(p) => p,
         Err(Bad::Usage(msg)) => {
@@ -130,7 +138,7 @@ pub fn run(args: &Try) -> ExitCode {
         }
     };
     let (spec, _scratch) = spec;
-    match supervise(&spec) {
+    match supervise(&spec, &stopped) {
         Ok(ended) => finish(args, &spec, &ended),
         Err(msg) => {
             out.eprint(&format!("agent try: {msg}\n"));
@@ -240,8 +248,7 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
                 "--configmap {nf:?}: NAME must be a single path component"
             )));
         }
-        std::fs::copy(file, cm_dir.join(name))
-            .map_err(|e| Bad::Failed(format!("--configmap {name}: reading {file}: {e}")))?;
+        stage_configmap(name, Path::new(file), &cm_dir.join(name))?;
         configmaps.push(name.to_owned());
     }
 
@@ -281,6 +288,61 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
     )
     .map_err(|e| Bad::Failed(format!("writing {}: {e}", file.display())))?;
     Ok((spec, scratch))
+}
+
+/// Copy the `--configmap` file `file` to `dest`. Anything but a regular file (after links) is
+/// a usage error, refused before it is opened (SPEC §5): a FIFO would block the read forever.
+fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Bad> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let failed = |e: std::io::Error| {
+        Bad::Failed(format!(
+            "--configmap {name}: reading {}: {e}",
+            file.display()
+        ))
+    };
+    let not_regular = |meta: &std::fs::Metadata| {
+        Bad::Usage(format!(
+            "--configmap {name}: {}: {}",
+            file.display(),
+            file_kind(meta.file_type())
+        ))
+    };
+    let meta = std::fs::metadata(file).map_err(failed)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    // Non-blocking, in case it was replaced by a FIFO since.
+    let mut src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+        .map_err(failed)?;
+    let meta = src.metadata().map_err(failed)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let mut to = std::fs::File::create_new(dest)
+        .map_err(|e| Bad::Failed(format!("creating {}: {e}", dest.display())))?;
+    std::io::copy(&mut src, &mut to).map_err(failed)?;
+    Ok(())
+}
+
+/// What a file that is not a regular one is, for an error message.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_dir() {
+        "is a directory"
+    } else if t.is_fifo() {
+        "is a FIFO"
+    } else if t.is_socket() {
+        "is a socket"
+    } else if t.is_char_device() {
+        "is a character device"
+    } else if t.is_block_device() {
+        "is a block device"
+    } else {
+        "is not a regular file"
+    }
 }
 
 /// The `--keep` directory: new or empty, outside the lower root.
@@ -351,21 +413,50 @@ impl Drop for Scratch {
 enum Ended {
     /// Its process exited with this code.
     Exited(i32),
-    /// A SIGINT or SIGTERM to `agent try` discarded it.
+    /// A stop signal to `agent try` discarded it.
     Stopped(i32),
 }
 
-/// Start the sandbox process and wait for it; a SIGINT or SIGTERM kills it (and with it, by
-/// its parent-death signal and its PID namespace, everything in the sandbox).
-fn supervise(spec: &Spec) -> Result<Ended, String> {
-    // The signal that stopped `agent try`, 0 while none.
-    let stopped = Arc::new(AtomicUsize::new(0));
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        let number = usize::try_from(sig).expect("signal numbers are positive");
-        signal_hook::flag::register_usize(sig, Arc::clone(&stopped), number)
-            .map_err(|e| format!("installing a signal handler: {e}"))?;
+/// Every signal that asks `agent try` to stop (SPEC §10). Each discards the sandbox at once
+/// (there is no host state to protect) and removes the temporary directories.
+const STOP_SIGNALS: [i32; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGQUIT,
+];
+
+/// The stop signal `agent try` received, 0 while none.
+struct StopFlag(Arc<AtomicUsize>);
+
+impl StopFlag {
+    fn install() -> Result<Self, String> {
+        let flag = Arc::new(AtomicUsize::new(0));
+        for sig in STOP_SIGNALS {
+            let number = usize::try_from(sig).expect("signal numbers are positive");
+            signal_hook::flag::register_usize(sig, Arc::clone(&flag), number)
+                .map_err(|e| format!("installing a signal handler: {e}"))?;
+        }
+        Ok(Self(flag))
     }
-    let stop_signal = || i32::try_from(stopped.load(Ordering::SeqCst)).unwrap_or(libc::SIGTERM);
+
+    fn received(&self) -> Option<i32> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(i32::try_from(n).unwrap_or(libc::SIGTERM)),
+        }
+    }
+}
+
+/// Start the sandbox process and wait for it; a stop signal kills it (and with it, by its
+/// parent-death signal and its PID namespace, everything in the sandbox).
+fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
+    if let Some(sig) = stopped.received() {
+        return Ok(Ended::Stopped(sig));
+    }
     let mut cmd = std::process::Command::new("/proc/self/exe");
     cmd.args([
         OsString::from("try"),
@@ -393,9 +484,8 @@ fn supervise(spec: &Spec) -> Result<Ended, String> {
             .map_err(|e| format!("waiting for the sandbox: {e}"))?
         {
             use std::os::unix::process::ExitStatusExt as _;
-            let stop = stop_signal();
-            if stop != 0 {
-                return Ok(Ended::Stopped(stop));
+            if let Some(sig) = stopped.received() {
+                return Ok(Ended::Stopped(sig));
             }
             return Ok(Ended::Exited(
                 status
@@ -403,11 +493,10 @@ fn supervise(spec: &Spec) -> Result<Ended, String> {
                     .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
             ));
         }
-        let stop = stop_signal();
-        if stop != 0 {
+        if let Some(sig) = stopped.received() {
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Ended::Stopped(stop));
+            return Ok(Ended::Stopped(sig));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
