@@ -7,14 +7,22 @@
 //! - the sandbox process ([`sandbox::enter`]), started as `agent try --sandbox SPEC` in a new
 //!   session, unshares the namespaces and forks
 //! - the sandbox's init (PID 1 of its PID namespace), which mounts the overlay, `/proc`, `/dev`
-//!   and `/sys`, pivots into a small root of its own and runs the lifecycle ([`lifecycle`]):
-//!   each stage by the agent's own operator form, `agent MODE /root COPY_DIR`, with the
-//!   sandbox's overlay at `/root`.
+//!   and `/sys`, pivots into a small root of its own ([`layout`]) and runs the lifecycle
+//!   ([`lifecycle`]);
+//! - for each stage, the stage runner ([`confine`], `agent try --stage MODE`), which runs the
+//!   agent's own operator form, `agent MODE /root COPY_DIR`, with the sandbox's overlay at
+//!   `/root`, in namespaces of the stage's own where the steps reach nothing of the machine
+//!   but read-only, locked mounts, and checks that before and after the stage.
 //!
 //! The lower layer is only ever a read-only overlayfs lower layer; the upper layer lives on a
 //! tmpfs of the sandbox's mount namespace and is gone with it (`--keep DIR` copies it out).
+//! Modules depend one way: `mod` → `sandbox` → `lifecycle` → `confine`, `report`; all of them
+//! on `layout` and `mounts`.
 
+mod confine;
+mod layout;
 mod lifecycle;
+mod mounts;
 mod report;
 mod sandbox;
 
@@ -42,7 +50,7 @@ const LOG_DIR: &str = "/var/log/skyhook/try";
 #[derive(Debug, clap::Args)]
 pub struct Try {
     /// The package directory (config.json, skyhook_dir/, configmaps/, root_dir/).
-    #[arg(required_unless_present = "sandbox")]
+    #[arg(required_unless_present_any = ["sandbox", "stage"])]
     package_dir: Option<PathBuf>,
     /// The host root to use as the read-only lower layer.
     #[arg(long, value_name = "LOWER", default_value = "/")]
@@ -72,6 +80,15 @@ pub struct Try {
     /// Internal: run as the sandbox process with this spec file.
     #[arg(long, hide = true, value_name = "SPEC")]
     sandbox: Option<PathBuf>,
+    /// Internal: run as the stage runner of this MODE (in the sandbox).
+    #[arg(long, hide = true, value_name = "MODE", requires_all = ["copy_dir", "verdict_fd"])]
+    stage: Option<String>,
+    /// Internal: the stage runner's COPY_DIR.
+    #[arg(long, hide = true, value_name = "DIR")]
+    copy_dir: Option<String>,
+    /// Internal: the descriptor the stage runner writes its verdict to.
+    #[arg(long, hide = true, value_name = "FD")]
+    verdict_fd: Option<i32>,
 }
 
 /// What the sandbox needs, written by `agent try` and read by the sandbox process.
@@ -116,6 +133,9 @@ pub(crate) const SETUP_FAILED: i32 = 3;
 pub fn run(args: &Try) -> ExitCode {
     if let Some(spec) = &args.sandbox {
         return ExitCode::from(sandbox::enter(spec));
+    }
+    if let (Some(mode), Some(copy_dir), Some(fd)) = (&args.stage, &args.copy_dir, args.verdict_fd) {
+        return ExitCode::from(confine::run(mode, copy_dir, fd));
     }
     let out = Output::process();
     // Before anything is created: a stop signal from here on removes what was.
@@ -537,11 +557,7 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
                 "agent try: the sandbox ended before the lifecycle finished ({})",
                 describe_end(*code)
             );
-            let _ = writeln!(
-                msg,
-                "; the lower root {} was not written{keep_note}",
-                spec.lower.display()
-            );
+            let _ = writeln!(msg, "; {}{keep_note}", not_verified(spec));
             msg.push_str(&progress(spec));
             out.eprint(&msg);
             ExitCode::from(1)
@@ -551,8 +567,8 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
                 .map_or_else(|_| sig.to_string(), |s| s.as_str().to_owned());
             let mut msg = format!(
                 "agent try: stopped by {name}: the sandbox and every process in it were \
-                 discarded; the lower root {} was not written{keep_note}\n",
-                spec.lower.display()
+                 discarded; {}{keep_note}\n",
+                not_verified(spec)
             );
             msg.push_str(&progress(spec));
             out.eprint(&msg);
@@ -561,17 +577,19 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
     }
 }
 
+/// What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
+/// assumed).
+fn not_verified(spec: &Spec) -> String {
+    format!(
+        "not verified after the run that the lower root {} was not written (the steps of each \
+         stage that started ran only after its mounts were checked read-only and locked)",
+        spec.lower.display()
+    )
+}
+
 /// What ended the sandbox process, from its exit code.
 fn describe_end(code: i32) -> String {
     match code {
-        // SIGHUP: LINUX_REBOOT_CMD_RESTART; SIGINT: halt or power-off (reboot(2) in a PID
-        // namespace kills the namespace's init with these).
-        129 => "its init was killed by SIGHUP: reboot(2) from inside the sandbox ends only the \
-                sandbox's PID namespace"
-            .to_owned(),
-        130 => "its init was killed by SIGINT: a halt or power-off (reboot(2)) from inside the \
-                sandbox ends only the sandbox's PID namespace"
-            .to_owned(),
         c if c > 128 => format!("its init was killed by signal {}", c - 128),
         c => format!("exit code {c}"),
     }

@@ -40,6 +40,17 @@ pub(crate) struct Report {
     pub agent_state: AgentState,
     /// The `--keep` directory.
     pub kept: Option<String>,
+    /// Whether "the lower root was not written" was measured (SPEC §1.6).
+    pub isolation: Isolation,
+}
+
+/// What the stage runners measured about the steps' reach (see `confine`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Isolation {
+    /// Every stage whose steps ran was checked before and after, and nothing was found.
+    pub verified: bool,
+    /// What was checked, or what could not be verified.
+    pub detail: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -629,6 +640,18 @@ pub(crate) fn render(r: &Report, spec: &Spec) -> String {
     if let Some(e) = &r.error {
         let _ = writeln!(s, "error: {e}");
     }
-    let _ = writeln!(s, "result: {}; the lower root was not written", r.result);
+    if r.isolation.verified {
+        let _ = writeln!(
+            s,
+            "result: {}; the lower root was not written (verified: {})",
+            r.result, r.isolation.detail
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "result: {}; not verified that the lower root was not written: {}",
+            r.result, r.isolation.detail
+        );
+    }
     s
 }
