@@ -8,11 +8,13 @@
 //! directory and a canary directory bound over `/usr/games` in a mount namespace of the test's
 //! own; this machine's `/etc` and `/usr` are only asked whether they are writable.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
+use crate::try_safety::package;
 use crate::util::{FakeHost, Package, Snapshot, Step, cannot_run};
 
 /// The hostile step. Prints `BREACH <what> <path>` for every attempt that worked, `refused
@@ -258,4 +260,86 @@ fn try_a_step_remounting_what_it_can_reach_writes_nothing_outside_the_sandbox() 
         last.starts_with("result: succeeded; the lower root was not written (verified:"),
         "{last}"
     );
+}
+
+#[test]
+fn try_keep_strips_setuid_and_setgid_bits_and_is_private() {
+    require_root!();
+    let host = FakeHost::new();
+    let pkg = package(
+        &host,
+        "#!/bin/sh\nset -e\ncp /bin/busybox /etc/suid-root\nchmod 4755 /etc/suid-root\n\
+         mkdir /etc/shared\nchmod 2775 /etc/shared\n\
+         cp /bin/busybox /etc/shared/both\nchmod 6711 /etc/shared/both\n",
+    );
+    for existing in [false, true] {
+        let keep = host.outside().join(format!("kept-{existing}"));
+        if existing {
+            std::fs::create_dir(&keep).unwrap();
+            std::fs::set_permissions(&keep, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let run = host
+            .agent()
+            .arg("try")
+            .arg(&pkg)
+            .args(["--root", &host.root_str(), "--stages", "apply", "--keep"])
+            .arg(&keep)
+            .run();
+        run.assert_success();
+        let mode = |rel: &str| {
+            std::fs::symlink_metadata(keep.join(rel))
+                .unwrap_or_else(|e| panic!("{rel}: {e}"))
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        assert_eq!(mode(""), 0o700, "the keep directory (existing: {existing})");
+        assert_eq!(mode("upper/etc/suid-root"), 0o755);
+        assert_eq!(mode("upper/etc/shared"), 0o775);
+        assert_eq!(mode("upper/etc/shared/both"), 0o711);
+        for entry in std::fs::read_dir(&keep).unwrap() {
+            let entry = entry.unwrap();
+            assert_eq!(
+                entry.metadata().unwrap().permissions().mode() & 0o6000,
+                0,
+                "{}",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn try_keep_through_a_bind_mount_alias_of_the_lower_root_is_refused() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir("var/lib");
+    let pkg = package(&host, "#!/bin/sh\nexit 0\n");
+    let alias = host.outside().join("alias");
+    let sub_alias = host.outside().join("sub-alias");
+    std::fs::create_dir(&alias).unwrap();
+    std::fs::create_dir(&sub_alias).unwrap();
+    let before = host.snapshot();
+    for keep in [
+        alias.join("kept"),
+        sub_alias.join("lib/kept"),
+        alias.clone(),
+    ] {
+        let run = host
+            .agent()
+            .in_mount_namespace(&format!(
+                "mount --bind '{root}' '{alias}'\nmount --bind '{root}/var' '{sub}'",
+                root = host.root().display(),
+                alias = alias.display(),
+                sub = sub_alias.display()
+            ))
+            .arg("try")
+            .arg(&pkg)
+            .args(["--root", &host.root_str(), "--stages", "apply", "--keep"])
+            .arg(&keep)
+            .run();
+        run.assert_code(1)
+            .assert_stderr_contains(&format!("--keep {}: inside the lower root", keep.display()));
+        before.assert_unchanged(&host.snapshot(), &format!("--keep {}", keep.display()));
+    }
 }

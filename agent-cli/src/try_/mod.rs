@@ -28,6 +28,7 @@ mod sandbox;
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -365,46 +366,62 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
     }
 }
 
-/// The `--keep` directory: new or empty, outside the lower root.
+/// The `--keep` directory: new or empty, outside the lower root, mode 0700.
+///
+/// "Outside" is a fact about the filesystem, not about path strings: a directory reached
+/// through a bind mount of LOWER, or of a directory in it, is inside. Each path is located in
+/// its filesystem (the mount's device and root, mountinfo); LOWER `/` takes every other path as
+/// outside (the keep directory is then one that LOWER holds, on purpose).
 fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
-    let inside_lower = |p: &Path| p.starts_with(lower) && lower != Path::new("/");
-    let refuse = |p: &Path| {
+    let failed = |e: String| Bad::Failed(format!("--keep {}: {e}", dir.display()));
+    let refuse = || {
         Bad::Failed(format!(
             "--keep {}: inside the lower root {}, which is never written",
-            p.display(),
+            dir.display(),
             lower.display()
         ))
     };
+    let inside_lower = |p: &Path| -> Result<bool, Bad> {
+        if lower == Path::new("/") {
+            return Ok(false);
+        }
+        if p.starts_with(lower) {
+            return Ok(true);
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|t| mounts::parse_mountinfo(&t))
+            .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
+        let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
+        let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
+        Ok(dev == lower_dev && path.starts_with(lower_path))
+    };
     // Refused before anything is created: the nearest existing ancestor, links resolved.
-    let absolute = std::path::absolute(dir)
-        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
+    let absolute = std::path::absolute(dir).map_err(|e| failed(e.to_string()))?;
     let existing = absolute
         .ancestors()
         .find_map(|a| std::fs::canonicalize(a).ok())
         .unwrap_or_default();
-    if inside_lower(&existing) {
-        return Err(refuse(dir));
+    if inside_lower(&existing)? {
+        return Err(refuse());
     }
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
-                return Err(Bad::Failed(format!(
-                    "--keep {}: the directory is not empty",
-                    dir.display()
-                )));
+                return Err(failed("the directory is not empty".into()));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Bad::Failed(format!("--keep {}: creating it: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| failed(format!("creating it: {e}")))?;
         }
-        Err(e) => return Err(Bad::Failed(format!("--keep {}: {e}", dir.display()))),
+        Err(e) => return Err(failed(e.to_string())),
     }
-    let dir = std::fs::canonicalize(dir)
-        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
-    if inside_lower(&dir) {
-        return Err(refuse(&dir));
+    let dir = std::fs::canonicalize(dir).map_err(|e| failed(e.to_string()))?;
+    if inside_lower(&dir)? {
+        return Err(refuse());
     }
+    // It holds copies of what the steps wrote: for its owner alone.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| failed(format!("chmod 0700: {e}")))?;
     Ok(dir)
 }
 

@@ -246,6 +246,27 @@ pub(crate) fn mount_id(path: &Path) -> std::io::Result<u64> {
     Ok(stx.stx_mnt_id)
 }
 
+/// Where an existing path is in its filesystem: the superblock's device and the path from
+/// that filesystem's root. Two paths that name the same directory through different mounts
+/// (a bind mount alias) have the same location.
+pub(crate) fn location(path: &Path, mounts: &[MountEntry]) -> Result<(String, PathBuf), String> {
+    let id = mount_id(path).map_err(|e| format!("statx {}: {e}", path.display()))?;
+    let m = mounts.iter().find(|m| m.id == id).ok_or_else(|| {
+        format!(
+            "{}: mount {id} is not in /proc/self/mountinfo",
+            path.display()
+        )
+    })?;
+    let rel = path.strip_prefix(&m.mount_point).map_err(|_| {
+        format!(
+            "{} is not below its mount point {}",
+            path.display(),
+            m.mount_point.display()
+        )
+    })?;
+    Ok((m.dev.clone(), m.root.join(rel)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +295,18 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_path_is_located_from_its_filesystems_root() {
+        let mounts = parse_mountinfo(&fs::read_to_string("/proc/self/mountinfo").unwrap());
+        let (dev, path) = location(Path::new("/proc/self"), &mounts).unwrap();
+        // The last mount at /proc is the one the path reaches.
+        let proc = mounts
+            .iter()
+            .rev()
+            .find(|m| m.mount_point == Path::new("/proc"))
+            .unwrap();
+        assert_eq!((dev, path), (proc.dev.clone(), PathBuf::from("/self")));
     }
 }
