@@ -61,4 +61,6 @@ mod state_edges;
 mod status;
 mod subcommands;
 mod try_example;
+mod try_isolation;
 mod try_safety;
+mod try_stops;

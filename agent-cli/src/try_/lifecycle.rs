@@ -1,6 +1,7 @@
 //! The lifecycle inside the sandbox, run by its init after the pivot: the package staged as the
-//! operator stages it, each stage by the agent's operator form, interrupts recorded and
-//! completed as after a reboot, then the report.
+//! operator stages it, each stage by the agent's operator form in namespaces of its own (the
+//! stage runner, [`super::confine`]), interrupts recorded and completed as after a reboot, then
+//! the report, with what the stage runners measured.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -25,8 +26,10 @@ use agent_core::plugin::contract::REBOOT_WAIT;
 use agent_core::state::results::RunRecord;
 use agent_core::{CompletionPolicy, Interrupt};
 
-use super::report::{self, InterruptOperation, InterruptReport, Report, StageReport};
-use super::sandbox::{self, CONFIGMAPS, LOWER, MERGED, OUT, PACKAGE, UPPER};
+use super::confine::Verdict;
+use super::layout::{BOOT_ID, CONFIGMAPS, LOWER, MERGED, OUT, PACKAGE, UPPER};
+use super::mounts;
+use super::report::{self, InterruptOperation, InterruptReport, Isolation, Report, StageReport};
 use super::{Item, Spec};
 
 /// Run the lifecycle and write `OUT/report.json`. Returns the sandbox's exit code.
@@ -45,7 +48,9 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
         changes: Vec::new(),
         agent_state: report::AgentState::default(),
         kept: spec.keep.then(|| spec.out.display().to_string()),
+        isolation: Isolation::default(),
     };
+    let mut checks = Checks::default();
     let env = environment(spec);
     if let Err(e) = stage_package(spec) {
         report.result = "failed".into();
@@ -60,7 +65,11 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
         }
         index += 1;
         let stage = match item {
-            Item::Stage { mode } => run_stage(spec, &env, index, mode),
+            Item::Stage { mode } => {
+                let (stage, verdict) = run_stage(spec, &env, index, mode);
+                checks.add(mode, &verdict);
+                stage
+            }
             Item::Interrupt { payload } => {
                 let (stage, interrupt) = run_interrupt(spec, &env, index, payload);
                 report.interrupts.push(interrupt);
@@ -74,6 +83,7 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
     if failed {
         report.result = "failed".into();
     }
+    report.isolation = checks.isolation();
     match report::changes(
         Path::new(LOWER),
         Path::new(UPPER),
@@ -116,6 +126,53 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
         return 1;
     }
     i32::from(report.result != "succeeded")
+}
+
+/// What the stage runners measured, stage by stage.
+#[derive(Default)]
+struct Checks {
+    /// Why the others could not be verified.
+    unverified: Vec<String>,
+}
+
+impl Checks {
+    fn add(&mut self, mode: &str, v: &Verdict) {
+        match (&v.before, &v.after) {
+            // Verified, or refused before anything ran.
+            (None | Some(Err(_)), _) | (Some(Ok(_)), Some(Ok(_))) => {}
+            (Some(Ok(_)), Some(Err(problem))) => {
+                self.unverified
+                    .push(format!("{mode}: after the stage, {problem}"));
+            }
+            (Some(Ok(_)), None) => self.unverified.push(format!(
+                "{mode}: the stage runner ended before its check after the stage"
+            )),
+        }
+    }
+
+    fn isolation(&self) -> Isolation {
+        if self.unverified.is_empty() {
+            Isolation {
+                verified: true,
+                detail: "every mount of a filesystem of this machine that the steps could \
+                         reach was read-only and locked, checked before and after each stage"
+                    .to_owned(),
+            }
+        } else {
+            Isolation {
+                verified: false,
+                detail: self.unverified.join("; "),
+            }
+        }
+    }
+}
+
+/// Replace the sandbox's boot ID with `id` (a simulated reboot): bind a file holding it over
+/// the overlay's `/proc/sys/kernel/random/boot_id`, here for the interrupts, and in each later
+/// stage's own procfs (the stage runner binds the same file).
+fn set_boot_id(id: &str) -> Result<(), String> {
+    fs::write(BOOT_ID, format!("{id}\n")).map_err(|e| format!("writing {BOOT_ID}: {e}"))?;
+    mounts::bind_boot_id(Path::new(BOOT_ID), &Path::new(MERGED).join("proc"))
 }
 
 fn item_name(item: &Item) -> String {
@@ -175,14 +232,20 @@ fn stage_package(spec: &Spec) -> Result<(), String> {
     Ok(())
 }
 
-/// The file a stage's (or interrupt's) output goes to.
+/// The file a stage's (or interrupt's) output goes to, and its name in [`OUT`].
 fn output_file(index: usize, name: &str) -> (PathBuf, String) {
     let file = format!("{index:02}-{name}.log");
     (Path::new(OUT).join(&file), file)
 }
 
-/// One stage, by the agent's operator form: `agent MODE /root COPY_DIR`.
-fn run_stage(spec: &Spec, env: &[(OsString, OsString)], index: usize, mode: &str) -> StageReport {
+/// One stage, by the agent's operator form, `agent MODE /root COPY_DIR`, confined by the stage
+/// runner (`agent try --stage MODE`, [`super::confine`]).
+fn run_stage(
+    spec: &Spec,
+    env: &[(OsString, OsString)],
+    index: usize,
+    mode: &str,
+) -> (StageReport, Verdict) {
     let (path, name) = output_file(index, mode);
     let started = Instant::now();
     let record = Path::new(MERGED)
@@ -198,34 +261,32 @@ fn run_stage(spec: &Spec, env: &[(OsString, OsString)], index: usize, mode: &str
             .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
     };
     let previous = identity(&record);
-    let status = File::create(&path).and_then(|log| {
-        let err = log.try_clone()?;
-        Command::new("/proc/self/exe")
-            .args([mode, MERGED, &spec.copy_dir])
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            .status()
-    });
+    let ran = run_confined(env, mode, &spec.copy_dir, &path);
     let duration = started.elapsed();
     let mut stage = StageReport::new(mode, duration, name);
-    match status {
-        Ok(status) => {
-            stage.exit_code = status.code();
-            stage.result = if status.success() {
-                "succeeded"
-            } else {
-                "failed"
+    let verdict = match ran {
+        Ok((code, verdict)) => {
+            stage.exit_code = Some(code);
+            stage.result = if code == 0 { "succeeded" } else { "failed" }.into();
+            if verdict.before.is_none() || matches!(verdict.before, Some(Err(_))) {
+                stage.error = Some(format!(
+                    "the stage could not be confined; nothing was run{}",
+                    match &verdict.before {
+                        Some(Err(problem)) => format!(": {problem}"),
+                        _ => String::new(),
+                    }
+                ));
+                stage.exit_code = None;
+                stage.result = "failed".into();
             }
-            .into();
+            verdict
         }
         Err(e) => {
             stage.result = "failed".into();
-            stage.error = Some(format!("starting the agent: {e}"));
+            stage.error = Some(format!("starting the stage runner: {e}"));
+            Verdict::default()
         }
-    }
+    };
     // The agent's own results record (SPEC §8.12) says what each step did; only this run's
     // (an earlier run of the same stage, a second interrupt's post-interrupt, left one too).
     let current = identity(&record);
@@ -243,7 +304,63 @@ fn run_stage(spec: &Spec, env: &[(OsString, OsString)], index: usize, mode: &str
     if stage.result != "succeeded" {
         stage.output_tail = Some(tail(&path, 20));
     }
-    stage
+    (stage, verdict)
+}
+
+/// Run the stage runner, its output (and every step's) copied to `log` through a pipe: the
+/// steps hold no descriptor of a file outside. The pipe ends when the stage does, as the
+/// stage's PID namespace ends with its agent. Returns the runner's exit code and verdict.
+fn run_confined(
+    env: &[(OsString, OsString)],
+    mode: &str,
+    copy_dir: &str,
+    log: &Path,
+) -> std::io::Result<(i32, Verdict)> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+    let mut log = File::create(log)?;
+    let (output_r, output_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (verdict_r, verdict_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let fd = verdict_w.as_raw_fd();
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.args([
+        "try",
+        "--stage",
+        mode,
+        "--copy-dir",
+        copy_dir,
+        "--verdict-fd",
+    ])
+    .arg(fd.to_string())
+    .env_clear()
+    .envs(env.iter().map(|(k, v)| (k, v)))
+    .stdin(Stdio::null())
+    .stdout(Stdio::from(output_w.try_clone()?))
+    .stderr(Stdio::from(output_w));
+    // SAFETY: fcntl and prctl are async-signal-safe system calls; nothing else runs between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The runner's one inherited descriptor besides stdin, stdout and stderr.
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    // Only the runner (and what it starts) holds the write ends now.
+    drop((cmd, verdict_w));
+    let copied = std::io::copy(&mut File::from(output_r), &mut log);
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut File::from(verdict_r), &mut text);
+    let status = child.wait()?;
+    copied?;
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    Ok((code, Verdict::parse(&text)))
 }
 
 /// The last `lines` lines of a file.
@@ -389,7 +506,7 @@ fn simulate(
                 // pending operation as the next run after a real reboot does.
                 let before = read_boot_id(&fs).map_err(|e| e.to_string())?;
                 let after = new_boot_id()?;
-                sandbox::set_boot_id(&after)?;
+                set_boot_id(&after)?;
                 report.simulated_reboot = Some(report::SimulatedReboot {
                     boot_id_before: before,
                     boot_id_after: after,

@@ -3,23 +3,32 @@
 //!
 //! Three processes:
 //! - `agent try` (this module's [`run`]) checks the input, starts the sandbox, waits for it
-//!   (a SIGINT or SIGTERM discards it at once) and prints the report;
+//!   (any stop signal discards it at once) and prints the report;
 //! - the sandbox process ([`sandbox::enter`]), started as `agent try --sandbox SPEC` in a new
 //!   session, unshares the namespaces and forks
 //! - the sandbox's init (PID 1 of its PID namespace), which mounts the overlay, `/proc`, `/dev`
-//!   and `/sys`, pivots into a small root of its own and runs the lifecycle ([`lifecycle`]):
-//!   each stage by the agent's own operator form, `agent MODE /root COPY_DIR`, with the
-//!   sandbox's overlay at `/root`.
+//!   and `/sys`, pivots into a small root of its own ([`layout`]) and runs the lifecycle
+//!   ([`lifecycle`]);
+//! - for each stage, the stage runner ([`confine`], `agent try --stage MODE`), which runs the
+//!   agent's own operator form, `agent MODE /root COPY_DIR`, with the sandbox's overlay at
+//!   `/root`, in namespaces of the stage's own where the steps reach nothing of the machine
+//!   but read-only, locked mounts, and checks that before and after the stage.
 //!
 //! The lower layer is only ever a read-only overlayfs lower layer; the upper layer lives on a
 //! tmpfs of the sandbox's mount namespace and is gone with it (`--keep DIR` copies it out).
+//! Modules depend one way: `mod` → `sandbox` → `lifecycle` → `confine`, `report`; all of them
+//! on `layout` and `mounts`.
 
+mod confine;
+mod layout;
 mod lifecycle;
+mod mounts;
 mod report;
 mod sandbox;
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -42,7 +51,7 @@ const LOG_DIR: &str = "/var/log/skyhook/try";
 #[derive(Debug, clap::Args)]
 pub struct Try {
     /// The package directory (config.json, skyhook_dir/, configmaps/, root_dir/).
-    #[arg(required_unless_present = "sandbox")]
+    #[arg(required_unless_present_any = ["sandbox", "stage"])]
     package_dir: Option<PathBuf>,
     /// The host root to use as the read-only lower layer.
     #[arg(long, value_name = "LOWER", default_value = "/")]
@@ -72,6 +81,15 @@ pub struct Try {
     /// Internal: run as the sandbox process with this spec file.
     #[arg(long, hide = true, value_name = "SPEC")]
     sandbox: Option<PathBuf>,
+    /// Internal: run as the stage runner of this MODE (in the sandbox).
+    #[arg(long, hide = true, value_name = "MODE", requires_all = ["copy_dir", "verdict_fd"])]
+    stage: Option<String>,
+    /// Internal: the stage runner's COPY_DIR.
+    #[arg(long, hide = true, value_name = "DIR")]
+    copy_dir: Option<String>,
+    /// Internal: the descriptor the stage runner writes its verdict to.
+    #[arg(long, hide = true, value_name = "FD")]
+    verdict_fd: Option<i32>,
 }
 
 /// What the sandbox needs, written by `agent try` and read by the sandbox process.
@@ -117,7 +135,18 @@ pub fn run(args: &Try) -> ExitCode {
     if let Some(spec) = &args.sandbox {
         return ExitCode::from(sandbox::enter(spec));
     }
+    if let (Some(mode), Some(copy_dir), Some(fd)) = (&args.stage, &args.copy_dir, args.verdict_fd) {
+        return ExitCode::from(confine::run(mode, copy_dir, fd));
+    }
     let out = Output::process();
+    // Before anything is created: a stop signal from here on removes what was.
+    let stopped = match StopFlag::install() {
+        Ok(s) => s,
+        Err(msg) => {
+            out.eprint(&format!("agent try: {msg}\n"));
+            return ExitCode::from(1);
+        }
+    };
     let spec = match prepare(args) {
         Ok(p) => p,
         Err(Bad::Usage(msg)) => {
@@ -130,7 +159,7 @@ pub fn run(args: &Try) -> ExitCode {
         }
     };
     let (spec, _scratch) = spec;
-    match supervise(&spec) {
+    match supervise(&spec, &stopped) {
         Ok(ended) => finish(args, &spec, &ended),
         Err(msg) => {
             out.eprint(&format!("agent try: {msg}\n"));
@@ -240,8 +269,7 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
                 "--configmap {nf:?}: NAME must be a single path component"
             )));
         }
-        std::fs::copy(file, cm_dir.join(name))
-            .map_err(|e| Bad::Failed(format!("--configmap {name}: reading {file}: {e}")))?;
+        stage_configmap(name, Path::new(file), &cm_dir.join(name))?;
         configmaps.push(name.to_owned());
     }
 
@@ -283,46 +311,117 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
     Ok((spec, scratch))
 }
 
-/// The `--keep` directory: new or empty, outside the lower root.
+/// Copy the `--configmap` file `file` to `dest`. Anything but a regular file (after links) is
+/// a usage error, refused before it is opened (SPEC §5): a FIFO would block the read forever.
+fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Bad> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let failed = |e: std::io::Error| {
+        Bad::Failed(format!(
+            "--configmap {name}: reading {}: {e}",
+            file.display()
+        ))
+    };
+    let not_regular = |meta: &std::fs::Metadata| {
+        Bad::Usage(format!(
+            "--configmap {name}: {}: {}",
+            file.display(),
+            file_kind(meta.file_type())
+        ))
+    };
+    let meta = std::fs::metadata(file).map_err(failed)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    // Non-blocking, in case it was replaced by a FIFO since.
+    let mut src = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(file)
+        .map_err(failed)?;
+    let meta = src.metadata().map_err(failed)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let mut to = std::fs::File::create_new(dest)
+        .map_err(|e| Bad::Failed(format!("creating {}: {e}", dest.display())))?;
+    std::io::copy(&mut src, &mut to).map_err(failed)?;
+    Ok(())
+}
+
+/// What a file that is not a regular one is, for an error message.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_dir() {
+        "is a directory"
+    } else if t.is_fifo() {
+        "is a FIFO"
+    } else if t.is_socket() {
+        "is a socket"
+    } else if t.is_char_device() {
+        "is a character device"
+    } else if t.is_block_device() {
+        "is a block device"
+    } else {
+        "is not a regular file"
+    }
+}
+
+/// The `--keep` directory: new or empty, outside the lower root, mode 0700.
+///
+/// "Outside" is a fact about the filesystem, not about path strings: a directory reached
+/// through a bind mount of LOWER, or of a directory in it, is inside. Each path is located in
+/// its filesystem (the mount's device and root, mountinfo); LOWER `/` takes every other path as
+/// outside (the keep directory is then one that LOWER holds, on purpose).
 fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
-    let inside_lower = |p: &Path| p.starts_with(lower) && lower != Path::new("/");
-    let refuse = |p: &Path| {
+    let failed = |e: String| Bad::Failed(format!("--keep {}: {e}", dir.display()));
+    let refuse = || {
         Bad::Failed(format!(
             "--keep {}: inside the lower root {}, which is never written",
-            p.display(),
+            dir.display(),
             lower.display()
         ))
     };
+    let inside_lower = |p: &Path| -> Result<bool, Bad> {
+        if lower == Path::new("/") {
+            return Ok(false);
+        }
+        if p.starts_with(lower) {
+            return Ok(true);
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|t| mounts::parse_mountinfo(&t))
+            .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
+        let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
+        let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
+        Ok(dev == lower_dev && path.starts_with(lower_path))
+    };
     // Refused before anything is created: the nearest existing ancestor, links resolved.
-    let absolute = std::path::absolute(dir)
-        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
+    let absolute = std::path::absolute(dir).map_err(|e| failed(e.to_string()))?;
     let existing = absolute
         .ancestors()
         .find_map(|a| std::fs::canonicalize(a).ok())
         .unwrap_or_default();
-    if inside_lower(&existing) {
-        return Err(refuse(dir));
+    if inside_lower(&existing)? {
+        return Err(refuse());
     }
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
-                return Err(Bad::Failed(format!(
-                    "--keep {}: the directory is not empty",
-                    dir.display()
-                )));
+                return Err(failed("the directory is not empty".into()));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Bad::Failed(format!("--keep {}: creating it: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| failed(format!("creating it: {e}")))?;
         }
-        Err(e) => return Err(Bad::Failed(format!("--keep {}: {e}", dir.display()))),
+        Err(e) => return Err(failed(e.to_string())),
     }
-    let dir = std::fs::canonicalize(dir)
-        .map_err(|e| Bad::Failed(format!("--keep {}: {e}", dir.display())))?;
-    if inside_lower(&dir) {
-        return Err(refuse(&dir));
+    let dir = std::fs::canonicalize(dir).map_err(|e| failed(e.to_string()))?;
+    if inside_lower(&dir)? {
+        return Err(refuse());
     }
+    // It holds copies of what the steps wrote: for its owner alone.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| failed(format!("chmod 0700: {e}")))?;
     Ok(dir)
 }
 
@@ -351,21 +450,50 @@ impl Drop for Scratch {
 enum Ended {
     /// Its process exited with this code.
     Exited(i32),
-    /// A SIGINT or SIGTERM to `agent try` discarded it.
+    /// A stop signal to `agent try` discarded it.
     Stopped(i32),
 }
 
-/// Start the sandbox process and wait for it; a SIGINT or SIGTERM kills it (and with it, by
-/// its parent-death signal and its PID namespace, everything in the sandbox).
-fn supervise(spec: &Spec) -> Result<Ended, String> {
-    // The signal that stopped `agent try`, 0 while none.
-    let stopped = Arc::new(AtomicUsize::new(0));
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        let number = usize::try_from(sig).expect("signal numbers are positive");
-        signal_hook::flag::register_usize(sig, Arc::clone(&stopped), number)
-            .map_err(|e| format!("installing a signal handler: {e}"))?;
+/// Every signal that asks `agent try` to stop (SPEC §10). Each discards the sandbox at once
+/// (there is no host state to protect) and removes the temporary directories.
+const STOP_SIGNALS: [i32; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGQUIT,
+];
+
+/// The stop signal `agent try` received, 0 while none.
+struct StopFlag(Arc<AtomicUsize>);
+
+impl StopFlag {
+    fn install() -> Result<Self, String> {
+        let flag = Arc::new(AtomicUsize::new(0));
+        for sig in STOP_SIGNALS {
+            let number = usize::try_from(sig).expect("signal numbers are positive");
+            signal_hook::flag::register_usize(sig, Arc::clone(&flag), number)
+                .map_err(|e| format!("installing a signal handler: {e}"))?;
+        }
+        Ok(Self(flag))
     }
-    let stop_signal = || i32::try_from(stopped.load(Ordering::SeqCst)).unwrap_or(libc::SIGTERM);
+
+    fn received(&self) -> Option<i32> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(i32::try_from(n).unwrap_or(libc::SIGTERM)),
+        }
+    }
+}
+
+/// Start the sandbox process and wait for it; a stop signal kills it (and with it, by its
+/// parent-death signal and its PID namespace, everything in the sandbox).
+fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
+    if let Some(sig) = stopped.received() {
+        return Ok(Ended::Stopped(sig));
+    }
     let mut cmd = std::process::Command::new("/proc/self/exe");
     cmd.args([
         OsString::from("try"),
@@ -393,9 +521,8 @@ fn supervise(spec: &Spec) -> Result<Ended, String> {
             .map_err(|e| format!("waiting for the sandbox: {e}"))?
         {
             use std::os::unix::process::ExitStatusExt as _;
-            let stop = stop_signal();
-            if stop != 0 {
-                return Ok(Ended::Stopped(stop));
+            if let Some(sig) = stopped.received() {
+                return Ok(Ended::Stopped(sig));
             }
             return Ok(Ended::Exited(
                 status
@@ -403,11 +530,10 @@ fn supervise(spec: &Spec) -> Result<Ended, String> {
                     .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
             ));
         }
-        let stop = stop_signal();
-        if stop != 0 {
+        if let Some(sig) = stopped.received() {
             let _ = child.kill();
             let _ = child.wait();
-            return Ok(Ended::Stopped(stop));
+            return Ok(Ended::Stopped(sig));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -448,11 +574,7 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
                 "agent try: the sandbox ended before the lifecycle finished ({})",
                 describe_end(*code)
             );
-            let _ = writeln!(
-                msg,
-                "; the lower root {} was not written{keep_note}",
-                spec.lower.display()
-            );
+            let _ = writeln!(msg, "; {}{keep_note}", not_verified(spec));
             msg.push_str(&progress(spec));
             out.eprint(&msg);
             ExitCode::from(1)
@@ -462,8 +584,8 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
                 .map_or_else(|_| sig.to_string(), |s| s.as_str().to_owned());
             let mut msg = format!(
                 "agent try: stopped by {name}: the sandbox and every process in it were \
-                 discarded; the lower root {} was not written{keep_note}\n",
-                spec.lower.display()
+                 discarded; {}{keep_note}\n",
+                not_verified(spec)
             );
             msg.push_str(&progress(spec));
             out.eprint(&msg);
@@ -472,17 +594,19 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
     }
 }
 
+/// What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
+/// assumed).
+fn not_verified(spec: &Spec) -> String {
+    format!(
+        "not verified after the run that the lower root {} was not written (the steps of each \
+         stage that started ran only after its mounts were checked read-only and locked)",
+        spec.lower.display()
+    )
+}
+
 /// What ended the sandbox process, from its exit code.
 fn describe_end(code: i32) -> String {
     match code {
-        // SIGHUP: LINUX_REBOOT_CMD_RESTART; SIGINT: halt or power-off (reboot(2) in a PID
-        // namespace kills the namespace's init with these).
-        129 => "its init was killed by SIGHUP: reboot(2) from inside the sandbox ends only the \
-                sandbox's PID namespace"
-            .to_owned(),
-        130 => "its init was killed by SIGINT: a halt or power-off (reboot(2)) from inside the \
-                sandbox ends only the sandbox's PID namespace"
-            .to_owned(),
         c if c > 128 => format!("its init was killed by signal {}", c - 128),
         c => format!("exit code {c}"),
     }

@@ -40,6 +40,17 @@ pub(crate) struct Report {
     pub agent_state: AgentState,
     /// The `--keep` directory.
     pub kept: Option<String>,
+    /// Whether "the lower root was not written" was measured (SPEC §1.6).
+    pub isolation: Isolation,
+}
+
+/// What the stage runners measured about the steps' reach (see `confine`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Isolation {
+    /// Every stage whose steps ran was checked before and after, and nothing was found.
+    pub verified: bool,
+    /// What was checked, or what could not be verified.
+    pub detail: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -463,8 +474,10 @@ fn unified_diff(before: &Path, after: &Path, host: &str) -> Option<String> {
 }
 
 /// Copy the upper layer to `dest` for `--keep`: files, directories and symlinks as they are,
-/// whiteouts as character devices 0/0 where this process may create them, else listed in
-/// `dest/../whiteouts.txt`.
+/// without setuid and setgid bits (SPEC §1.6: a step's setuid-root copy must not run as root
+/// for whoever can read the keep directory), whiteouts as character devices 0/0 where this
+/// process may create them, else listed in `dest/../whiteouts.txt`. FIFOs, sockets and other
+/// devices are left out.
 pub(crate) fn copy_upper(upper: &Path, dest: &Path) -> std::io::Result<()> {
     let mut whiteouts = Vec::new();
     copy_tree(upper, dest, "", &mut whiteouts)?;
@@ -473,6 +486,36 @@ pub(crate) fn copy_upper(upper: &Path, dest: &Path) -> std::io::Result<()> {
         fs::write(list, whiteouts.join("\n") + "\n")?;
     }
     Ok(())
+}
+
+/// Permission bits a kept file or directory gets.
+fn kept_mode(mode: u32) -> u32 {
+    mode & 0o1777
+}
+
+/// Copy the regular file `src` (never through a link) to the new file `dest`, with the
+/// source's permission bits less setuid and setgid.
+fn copy_file(src: &Path, dest: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut from = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(src)?;
+    let meta = from.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}: not a regular file", src.display()),
+        ));
+    }
+    let mut to = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dest)?;
+    std::io::copy(&mut from, &mut to)?;
+    to.set_permissions(fs::Permissions::from_mode(kept_mode(meta.mode())))
 }
 
 fn copy_tree(
@@ -491,11 +534,11 @@ fn copy_tree(
             let child = format!("{rel}/{}", name.to_string_lossy());
             copy_tree(&e.path(), &dest.join(&name), &child, whiteouts)?;
         }
-        fs::set_permissions(dest, meta.permissions())?;
+        fs::set_permissions(dest, fs::Permissions::from_mode(kept_mode(meta.mode())))?;
     } else if t.is_symlink() {
         std::os::unix::fs::symlink(fs::read_link(src)?, dest)?;
     } else if t.is_file() {
-        fs::copy(src, dest)?;
+        copy_file(src, dest)?;
     } else if is_whiteout(&meta) {
         let made = nix::sys::stat::mknod(
             dest,
@@ -629,6 +672,18 @@ pub(crate) fn render(r: &Report, spec: &Spec) -> String {
     if let Some(e) = &r.error {
         let _ = writeln!(s, "error: {e}");
     }
-    let _ = writeln!(s, "result: {}; the lower root was not written", r.result);
+    if r.isolation.verified {
+        let _ = writeln!(
+            s,
+            "result: {}; the lower root was not written (verified: {})",
+            r.result, r.isolation.detail
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "result: {}; not verified that the lower root was not written: {}",
+            r.result, r.isolation.detail
+        );
+    }
     s
 }

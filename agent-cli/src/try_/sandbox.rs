@@ -1,13 +1,14 @@
 //! The sandbox of `agent try`: namespaces, the overlay, `/proc`, `/dev`, `/sys`, and a root of
 //! its own.
 //!
-//! Any missing kernel feature stops the setup with one line naming it; there is no fallback
-//! that would run a step on the real root.
+//! Every host directory the sandbox shows is a read-only bind; the stages then run confined
+//! ([`super::confine`]), where those mounts are locked read-only. Any missing kernel feature
+//! stops the setup with one line naming it; there is no fallback that would run a step on the
+//! real root.
 
-use std::ffi::CString;
 use std::fs;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _, symlink};
+use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -16,28 +17,11 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork, pivot_root};
 
+use super::layout::{
+    AGENT_EXE, CONFIGMAPS, DEVICES, HOST_DIRS, LOWER, MERGED, OUT, PACKAGE, UPPER, WORK,
+};
+use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc};
 use super::{SETUP_FAILED, Spec, lifecycle};
-
-/// Inside the sandbox's own root: the overlay the stages run on (their ROOT_MOUNT).
-pub(crate) const MERGED: &str = "/root";
-/// Inside the sandbox's own root: the lower layer (a read-only bind), the upper layer, the
-/// output directory and the package as given.
-pub(crate) const LOWER: &str = "/.try/lower";
-pub(crate) const UPPER: &str = "/.try/upper";
-pub(crate) const OUT: &str = "/.try/out";
-pub(crate) const PACKAGE: &str = "/.try/package";
-pub(crate) const CONFIGMAPS: &str = "/.try/configmaps";
-/// The simulated boot ID file, bind-mounted over the sandbox's `/proc/sys/kernel/random/boot_id`.
-pub(crate) const BOOT_ID: &str = "/.try/boot_id";
-
-/// Host directories the sandbox's own root shows read-only (the agent binary's libraries, and
-/// a shell for steps with `on_host: false`).
-const HOST_DIRS: &[&str] = &[
-    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc",
-];
-
-/// Device nodes of the minimal `/dev`, bound from the host's.
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// The sandbox process: unshare the namespaces, then fork the PID namespace's init and wait
 /// for it. Returns the exit code for `agent try` (init's, or 128 + the signal that killed it).
@@ -152,14 +136,7 @@ fn unshare_all(spec: &Spec) -> Result<(), String> {
 /// lifecycle. Returns its exit code.
 fn init(spec: &Spec) -> Result<i32, String> {
     let _ = nix::unistd::sethostname("agent-try");
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| format!("making the mounts private (mount --make-rprivate /): {e}"))?;
+    make_private()?;
 
     let c = spec.scratch.join("c");
     mount(
@@ -174,7 +151,7 @@ fn init(spec: &Spec) -> Result<i32, String> {
     for dir in [
         LOWER,
         UPPER,
-        "/.try/work",
+        WORK,
         OUT,
         PACKAGE,
         CONFIGMAPS,
@@ -190,19 +167,30 @@ fn init(spec: &Spec) -> Result<i32, String> {
     fs::set_permissions(inside("/tmp"), fs::Permissions::from_mode(0o1777))
         .map_err(|e| format!("chmod {}: {e}", inside("/tmp").display()))?;
 
-    // The lower layer: one mount (no submounts, as overlayfs sees it), read-only.
-    bind(&spec.lower, &inside(LOWER), false)?;
-    read_only(&inside(LOWER))?;
+    // The lower layer: one mount (no submounts, as overlayfs sees it), read-only. In a user
+    // namespace the mounts below LOWER are locked to it (mount_namespaces(7)): neither a bind
+    // without them nor overlayfs (which clones its layers) can take it.
+    let initial = initial_user_namespace();
+    bind_read_only(&spec.lower, &inside(LOWER), false).map_err(|e| {
+        if initial {
+            e
+        } else {
+            format!(
+                "{e}: without root, the lower root {} must have no mounts below it (use \
+                 --root DIR, or run as root)",
+                spec.lower.display()
+            )
+        }
+    })?;
     let options = format!(
         "lowerdir={},upperdir={},workdir={}",
         inside(LOWER).display(),
         inside(UPPER).display(),
-        inside("/.try/work").display()
+        inside(WORK).display()
     );
     let merged = inside(MERGED);
     // In a user namespace, overlayfs must keep its metadata (opaque directories) in user.*
     // xattrs (`userxattr`, Linux 5.11+): without it, removing a lower directory fails with EIO.
-    let initial = initial_user_namespace();
     let options = if initial {
         options
     } else {
@@ -246,7 +234,8 @@ fn init(spec: &Spec) -> Result<i32, String> {
         }
         let node = dev.join(name);
         fs::write(&node, b"").map_err(|e| format!("creating {}: {e}", node.display()))?;
-        bind(&host, &node, false)?;
+        // Read-only: the node still opens for writing, its inode (mode, owner) stays the host's.
+        bind_read_only(&host, &node, false)?;
     }
     for (name, target) in [
         ("fd", "/proc/self/fd"),
@@ -279,18 +268,17 @@ fn init(spec: &Spec) -> Result<i32, String> {
                 .map_err(|e| format!("linking {}: {e}", inside(name).display()))?;
         } else if meta.is_dir() {
             mkdir(&inside(name))?;
-            bind(&host, &inside(name), true)?;
-            read_only(&inside(name))?;
+            bind_read_only(&host, &inside(name), true)?;
         }
     }
     mount_proc(&inside("/proc"))?;
-    bind(Path::new("/sys"), &inside("/sys"), true)?;
-    read_only(&inside("/sys"))?;
+    bind_read_only(Path::new("/sys"), &inside("/sys"), true)?;
     bind(&spec.out, &inside(OUT), false)?;
-    bind(&spec.package_dir, &inside(PACKAGE), false)?;
-    read_only(&inside(PACKAGE))?;
-    bind(&spec.scratch.join("configmaps"), &inside(CONFIGMAPS), false)?;
-    read_only(&inside(CONFIGMAPS))?;
+    bind_read_only(&spec.package_dir, &inside(PACKAGE), false)?;
+    bind_read_only(&spec.scratch.join("configmaps"), &inside(CONFIGMAPS), false)?;
+    let exe = inside(AGENT_EXE);
+    fs::write(&exe, b"").map_err(|e| format!("creating {}: {e}", exe.display()))?;
+    bind_read_only(&own_executable()?, &exe, false)?;
 
     // The overlay's /proc, /dev and /sys. Mount points missing from the lower layer are
     // created in the upper layer; the report leaves them out.
@@ -313,8 +301,7 @@ fn init(spec: &Spec) -> Result<i32, String> {
     }
     mount_proc(&merged.join("proc"))?;
     bind(&dev, &merged.join("dev"), true)?;
-    bind(Path::new("/sys"), &merged.join("sys"), true)?;
-    read_only(&merged.join("sys"))?;
+    bind_read_only(Path::new("/sys"), &merged.join("sys"), true)?;
 
     nix::unistd::chdir(&c).map_err(|e| format!("chdir {}: {e}", c.display()))?;
     pivot_root(".", ".try/oldroot").map_err(|e| format!("pivot_root into the sandbox: {e}"))?;
@@ -326,102 +313,24 @@ fn init(spec: &Spec) -> Result<i32, String> {
     Ok(lifecycle::run(spec, &created))
 }
 
+/// This process's executable as a path of this mount namespace (the magic link names a mount
+/// of the namespace it was started in, which a bind cannot take), and still the same file.
+fn own_executable() -> Result<PathBuf, String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let path =
+        fs::read_link("/proc/self/exe").map_err(|e| format!("reading /proc/self/exe: {e}"))?;
+    let same = |a: &fs::Metadata, b: &fs::Metadata| a.dev() == b.dev() && a.ino() == b.ino();
+    match (fs::metadata("/proc/self/exe"), fs::metadata(&path)) {
+        (Ok(running), Ok(named)) if same(&running, &named) => Ok(path),
+        _ => Err(format!(
+            "the agent's executable {} was replaced since it started",
+            path.display()
+        )),
+    }
+}
+
 /// Whether this process is in the initial user namespace (its uid map is the identity).
 fn initial_user_namespace() -> bool {
     fs::read_to_string("/proc/self/uid_map")
         .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
-}
-
-/// A fresh procfs of the sandbox's PID namespace, with `/proc/sys` and `/proc/sysrq-trigger`
-/// read-only (a step that loads sysctl values fails instead of changing the host's kernel).
-fn mount_proc(target: &Path) -> Result<(), String> {
-    mount(
-        Some("proc"),
-        target,
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        None::<&str>,
-    )
-    .map_err(|e| format!("mounting a fresh /proc at {}: {e}", target.display()))?;
-    for sub in ["sys", "sysrq-trigger"] {
-        let p = target.join(sub);
-        if p.exists() {
-            bind(&p, &p, false)?;
-            read_only(&p)?;
-        }
-    }
-    Ok(())
-}
-
-fn mkdir(p: &Path) -> Result<(), String> {
-    match fs::DirBuilder::new().recursive(true).mode(0o755).create(p) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(format!("creating {}: {e}", p.display())),
-    }
-}
-
-fn bind(source: &Path, target: &Path, recursive: bool) -> Result<(), String> {
-    let mut flags = MsFlags::MS_BIND;
-    if recursive {
-        flags |= MsFlags::MS_REC;
-    }
-    mount(Some(source), target, None::<&str>, flags, None::<&str>).map_err(|e| {
-        format!(
-            "bind-mounting {} on {}: {e}",
-            source.display(),
-            target.display()
-        )
-    })
-}
-
-/// `struct mount_attr` of mount_setattr(2).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// Make the mount at `target` and every mount below it read-only (mount_setattr(2), Linux
-/// 5.12+).
-fn read_only(target: &Path) -> Result<(), String> {
-    const MOUNT_ATTR_RDONLY: u64 = 1;
-    let path = CString::new(target.as_os_str().as_encoded_bytes())
-        .map_err(|_| format!("{}: path holds a NUL byte", target.display()))?;
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: `path` is a valid C string and `attr` a valid `struct mount_attr` of the size
-    // passed; the kernel only reads both.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE,
-            std::ptr::from_ref(&attr),
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "making {} read-only (mount_setattr, Linux 5.12+): {}",
-            target.display(),
-            std::io::Error::last_os_error()
-        ))
-    }
-}
-
-/// Replace the sandbox's boot ID with `id` (a simulated reboot): bind a file holding it over
-/// `<MERGED>/proc/sys/kernel/random/boot_id`. Runs in the sandbox's init, after the pivot.
-pub(crate) fn set_boot_id(id: &str) -> Result<(), String> {
-    fs::write(BOOT_ID, format!("{id}\n")).map_err(|e| format!("writing {BOOT_ID}: {e}"))?;
-    let target = PathBuf::from(MERGED).join("proc/sys/kernel/random/boot_id");
-    bind(Path::new(BOOT_ID), &target, false)
 }
