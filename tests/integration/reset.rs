@@ -282,3 +282,80 @@ fn bad_requests_say_what_is_wrong() {
             r#"no step "nope.sh" in package pkg 1.0.0; its steps: s1.sh, s2.sh, q.sh, s1_check.sh"#,
         );
 }
+
+/// A host that has run apply and apply-check (markers, history, locks, results, logs), with a
+/// canary file in the host's `/etc` and one outside ROOT.
+fn host_with_state() -> FakeHost {
+    let host = FakeHost::new();
+    host.install(&package());
+    host.stage("apply").assert_success();
+    host.stage("apply-check").assert_success();
+    host.write("etc/gpu-node-tuning/tuning.conf", "canary\n");
+    std::fs::write(host.outside().join("canary"), "canary\n").unwrap();
+    host
+}
+
+/// SPEC §5: `args` name a path component that fails the rule; the reset is a usage error that
+/// names `option` and `value`, and nothing under ROOT or outside it was read into removal.
+fn assert_refused_name(args: &[&str], option: &str, value: &str) {
+    let host = host_with_state();
+    let (root, outside) = (host.snapshot(), host.snapshot_outside());
+    let mut with_yes = args.to_vec();
+    with_yes.push("--yes");
+    let run = reset(&host, &with_yes);
+    run.assert_code(2);
+    run.assert_stderr_contains(&format!("'{value}' for '{option}"));
+    run.assert_stderr_contains("must be a single path component");
+    root.assert_unchanged(&host.snapshot(), "refused reset (ROOT)");
+    outside.assert_unchanged(&host.snapshot_outside(), "refused reset (outside ROOT)");
+    assert!(host.is_file("etc/gpu-node-tuning/tuning.conf"));
+    assert!(host.is_file(HISTORY));
+}
+
+#[test]
+fn a_package_named_dot_dot_is_refused_before_anything_is_removed() {
+    assert_refused_name(&["--package", ".."], "--package", "..");
+}
+
+#[test]
+fn a_package_version_that_climbs_to_the_history_is_refused() {
+    assert_refused_name(
+        &["--package", "pkg", "--package-version", "../../history"],
+        "--package-version",
+        "../../history",
+    );
+}
+
+#[test]
+fn a_package_that_climbs_into_the_hosts_etc_is_refused() {
+    assert_refused_name(
+        &[
+            "--package",
+            "../../../../../etc",
+            "--package-version",
+            "gpu-node-tuning",
+        ],
+        "--package",
+        "../../../../../etc",
+    );
+}
+
+#[test]
+fn empty_and_dot_names_and_climbing_operations_are_refused() {
+    assert_refused_name(&["--package", ""], "--package", "");
+    assert_refused_name(
+        &["--package", "pkg", "--package-version", "."],
+        "--package-version",
+        ".",
+    );
+    assert_refused_name(
+        &[
+            "--interrupt",
+            "abc_pkg_1.0.0",
+            "--operation",
+            "../abc_pkg_2.0.0/node_restart_0",
+        ],
+        "--operation",
+        "../abc_pkg_2.0.0/node_restart_0",
+    );
+}

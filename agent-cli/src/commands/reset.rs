@@ -15,7 +15,7 @@ use agent_core::compat::timestamp;
 use agent_core::exec::Output;
 use agent_core::host::boot::read_boot_id;
 use agent_core::host::fs::{HostFs, is_temp_name};
-use agent_core::host::identity::ResourceId;
+use agent_core::host::identity::{NotAComponent, ResourceId, path_component};
 use agent_core::host::runtime::Runtime;
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::Mode;
@@ -67,17 +67,17 @@ pub struct Reset {
     #[arg(long, value_name = "PATH", requires = "copy_dir")]
     step: Option<String>,
     /// Every step marker of this package, without its package directory.
-    #[arg(long, value_name = "NAME", conflicts_with = "interrupt")]
+    #[arg(long, value_name = "NAME", conflicts_with = "interrupt", value_parser = package_name)]
     package: Option<String>,
     /// With --package: only this version (default: every version).
-    #[arg(long, value_name = "VERSION", requires = "package")]
+    #[arg(long, value_name = "VERSION", requires = "package", value_parser = package_version)]
     package_version: Option<String>,
     /// The interrupt markers of this resource ID (<prefix>_<package>_<version>).
-    #[arg(long, value_name = "RESOURCE_ID")]
-    interrupt: Option<String>,
+    #[arg(long, value_name = "RESOURCE_ID", value_parser = resource_id)]
+    interrupt: Option<ResourceId>,
     /// With --interrupt: only this operation, `<type>_<index>` (e.g. node_restart_0).
-    #[arg(long, value_name = "OPERATION", requires = "interrupt")]
-    operation: Option<String>,
+    #[arg(long, value_name = "OPERATION", requires = "interrupt", value_parser = operation)]
+    operation: Option<Operation>,
     /// STATE as a host path, instead of SKYHOOK_ROOT_DIR or the one found on the host.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -94,6 +94,43 @@ fn absolute(s: &str) -> Result<PathBuf, String> {
     } else {
         Err(format!("{s:?} is not absolute"))
     }
+}
+
+// SPEC §5: every option that becomes a path component passes the one rule while the command
+// line is parsed, so a bad name is a usage error before anything is read or removed.
+fn package_name(s: &str) -> Result<String, NotAComponent> {
+    path_component("package name", s).map(|()| s.to_owned())
+}
+
+fn package_version(s: &str) -> Result<String, NotAComponent> {
+    path_component("package version", s).map(|()| s.to_owned())
+}
+
+fn resource_id(s: &str) -> Result<ResourceId, String> {
+    ResourceId::parse(s)
+        .and_then(|r| r.check_directory_name().map(|()| r))
+        .map_err(|e| e.to_string())
+}
+
+/// An interrupt operation, `<type>_<index>`: its markers are `<type>_<index>.<state>`.
+#[derive(Debug, Clone)]
+struct Operation {
+    name: String,
+    kind: String,
+    index: usize,
+}
+
+fn operation(s: &str) -> Result<Operation, String> {
+    path_component("operation", s).map_err(|e| e.to_string())?;
+    s.rsplit_once('_')
+        .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(kind, index)| Operation {
+            name: s.to_owned(),
+            kind: kind.to_owned(),
+            index,
+        })
+        .ok_or_else(|| format!("{s:?} is not <type>_<index> (e.g. node_restart_0)"))
 }
 
 const EXIT_FAILED: u8 = 1;
@@ -176,7 +213,7 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     } else if let Some(package) = &args.package {
         package_targets(&fs, &rt, package, args.package_version.as_deref())?
     } else if let Some(rid) = &args.interrupt {
-        interrupt_targets(&fs, &rt, rid, args.operation.as_deref())?
+        interrupt_targets(&fs, &rt, rid, args.operation.as_ref())?
     } else {
         return Err(Failure::Usage(
             "say what to reset: COPY_DIR (with --stage or --step), --package or --interrupt".into(),
@@ -368,24 +405,13 @@ fn package_targets(
 fn interrupt_targets(
     fs: &HostFs,
     rt: &Runtime,
-    rid: &str,
-    operation: Option<&str>,
+    rid: &ResourceId,
+    operation: Option<&Operation>,
 ) -> Result<(String, Vec<Target>), Failure> {
-    let parsed = ResourceId::parse(rid)
-        .and_then(|r| r.check_directory_name().map(|()| r))
-        .map_err(|e| Failure::Usage(format!("--interrupt: {e}")))?;
-    let dir = rt.state_dir.join("interrupts").join("flags").join(rid);
+    let dir = rt.state_dir.join("interrupts").join("flags").join(&rid.id);
     let mut files = Vec::new();
     let scope = if let Some(op) = operation {
-        let (kind, index) = op
-            .rsplit_once('_')
-            .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
-            .filter(|(k, _)| !k.is_empty())
-            .ok_or_else(|| {
-                Failure::Usage(format!(
-                    "--operation {op:?} is not <type>_<index> (e.g. node_restart_0)"
-                ))
-            })?;
+        let (kind, index) = (op.kind.as_str(), op.index);
         for name in [
             interrupt_markers::complete_name(kind, index),
             interrupt_markers::pending_name(kind, index),
@@ -396,7 +422,7 @@ fn interrupt_targets(
                 files.push(path);
             }
         }
-        format!("interrupt operation {op} of {rid}")
+        format!("interrupt operation {} of {}", op.name, rid.id)
     } else {
         for name in list(fs, &dir)? {
             let path = dir.join(&name);
@@ -407,15 +433,15 @@ fn interrupt_targets(
                 files.push(path);
             }
         }
-        format!("every interrupt operation of {rid}")
+        format!("every interrupt operation of {}", rid.id)
     };
     Ok((
         scope,
         vec![Target {
-            package: parsed.package,
-            version: parsed.version,
-            resource_id: rid.to_owned(),
-            lock: locks::interrupt_lock_path(&rt.state_dir, rid),
+            package: rid.package.clone(),
+            version: rid.version.clone(),
+            resource_id: rid.id.clone(),
+            lock: locks::interrupt_lock_path(&rt.state_dir, &rid.id),
             files,
         }],
     ))
