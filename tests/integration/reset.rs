@@ -3,11 +3,13 @@
 //! marker names; pending and attempts files for an interrupt), refuses while the lock is held
 //! and records what it removed in `STATE/results/<pkg>/<ver>/reset.json`.
 
+use std::time::{Duration, Instant};
+
 use serde_json::Value;
 
 use crate::util::{
-    BOOT_ID, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, PKG_DIR, PKG_FLAGS, Package, Run, STATE,
-    Step, hold_flock, interrupt_data,
+    BOOT_ID, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, PKG_DIR, PKG_FLAGS, Package, Reaper,
+    Run, STATE, Step, hold_flock, interrupt_data,
 };
 
 const FLAGS_HOST: &str = "/var/lib/skyhook/sk1/flags/pkg/1.0.0";
@@ -247,6 +249,39 @@ fn a_reset_refuses_while_the_lock_is_held() {
     let _ = holder.wait();
     before.assert_unchanged(&host.snapshot(), "refused reset");
     reset(&host, &[COPY_DIR, "--step", "s1.sh", "--yes"]).assert_success();
+}
+
+/// SPEC §11: `reset --yes` holds the package lock from before it lists the markers until it
+/// has removed them and recorded it. The reset is stopped at its first directory listing while
+/// an apply starts: the apply waits for the whole reset, then runs the reset steps again.
+#[test]
+fn an_apply_started_during_a_reset_waits_for_the_whole_reset() {
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    host.install(&package());
+    host.stage("apply").assert_success();
+    let reset = host
+        .tagged_agent()
+        .args(["reset", &host.root_str(), "--package", "pkg", "--yes"])
+        .spawn_stopped_at("getdents64");
+
+    let mut apply = host
+        .tagged_agent()
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .spawn();
+    assert!(
+        !apply.exited_before(Instant::now() + Duration::from_secs(2)),
+        "the apply ran while the reset was listing the markers it removes: {:?}",
+        apply.wait()
+    );
+    reset.resume();
+    reset.strace.wait().assert_success();
+    let apply = apply.wait();
+    apply.assert_success();
+    apply.assert_stderr_contains("waiting for another agent to release the lock");
+    for step in ["s1.sh", "s2.sh", "q.sh"] {
+        assert_eq!(host.ran_count(step), 2, "{step}: {:?}", host.ran());
+    }
 }
 
 #[test]
