@@ -35,7 +35,7 @@ use agent_core::stage::decide::join_under;
 use agent_core::stage::run::{self as stage, StageContext};
 use agent_core::state::locks;
 use agent_core::state::metrics::InterruptTally;
-use agent_core::state::results::{self, OperationResult, RunRecord};
+use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
@@ -311,6 +311,14 @@ fn run_operator(
         )
         .await?;
         exec.runner = runner_for(&lock);
+        let run = RunIdentity {
+            mode: mode.as_str(),
+            resource_id: &rid.id,
+            package: &config.package_name,
+            version: &config.package_version,
+        };
+        let started = SystemTime::now();
+        save_start(&fs, rt, &run, started)?;
         if !mode.is_uninstall() {
             preflight::overlay_root_dir(root, &copy_dir)
                 .context("overlaying root_dir onto the host")?;
@@ -322,16 +330,9 @@ fn run_operator(
             copy_dir: &copy_dir,
             base_env: &base_env,
         };
-        let started = SystemTime::now();
         let result = stage::run_stage(&cx, &config, mode, operations)
             .await
             .map_err(anyhow::Error::from);
-        let run = RunIdentity {
-            mode: mode.as_str(),
-            resource_id: &rid.id,
-            package: &config.package_name,
-            version: &config.package_version,
-        };
         *operations = save_results(
             &fs,
             rt,
@@ -353,8 +354,40 @@ struct RunIdentity<'a> {
     version: &'a str,
 }
 
-/// SPEC §8.12: build the run's results record from how it ended and write it. The record is a
-/// diagnostic; failing to write it is logged, not fatal. Gives the operations back.
+impl RunIdentity<'_> {
+    fn record_path(&self, rt: &Runtime) -> std::path::PathBuf {
+        results::path(&rt.state_dir, self.package, self.version, self.mode)
+    }
+}
+
+/// SPEC §8.12: the record says `running` from the start, so a run that cannot record its end
+/// (a full disk, a SIGKILL) never leaves the previous run's success in place. A run that cannot
+/// write even this fails before it runs anything.
+fn save_start(
+    fs: &HostFs,
+    rt: &Runtime,
+    run: &RunIdentity<'_>,
+    started: SystemTime,
+) -> anyhow::Result<()> {
+    let record = RunRecord::running(
+        version(),
+        run.mode,
+        run.resource_id,
+        (run.package, run.version),
+        &timestamp::rfc3339_nano(started),
+    );
+    let file = run.record_path(rt);
+    results::write(fs, &file, &record).with_context(|| {
+        format!(
+            "writing the results record {} at the start of the run",
+            file.display()
+        )
+    })
+}
+
+/// SPEC §8.12: build the run's results record from how it ended and write it over the start
+/// record. The record is a diagnostic; failing to write it is logged, not fatal (the start
+/// record left in place says the run did not record its result). Gives the operations back.
 fn save_results<T>(
     fs: &HostFs,
     rt: &Runtime,
@@ -373,15 +406,15 @@ fn save_results<T>(
         started: timestamp::rfc3339_nano(started),
         finished: timestamp::rfc3339_nano(SystemTime::now()),
         exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
+        result: Some(match result {
+            Ok(_) => RunState::Succeeded,
+            Err(e) if is_stop(e) => RunState::Stopped,
+            Err(_) => RunState::Failed,
+        }),
         error: result.as_ref().err().map(|e| format!("{e:#}")),
         operations,
     };
-    let file = results::path(
-        &rt.state_dir,
-        &record.package,
-        &record.version,
-        &record.mode,
-    );
+    let file = run.record_path(rt);
     if let Err(e) = results::write(fs, &file, &record) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
@@ -435,16 +468,17 @@ async fn run_interrupt(
         reboot_wait: interrupts::REBOOT_WAIT,
     };
     let type_name = decoded.interrupt.type_name();
-    let started = SystemTime::now();
-    let state_fs = settings.fs.clone();
-    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
-    let result = run.result.with_context(|| format!("interrupt {type_name}"));
     let identity = RunIdentity {
         mode: "interrupt",
         resource_id: &rid.id,
         package: &rid.package,
         version: &rid.version,
     };
+    let started = SystemTime::now();
+    save_start(&settings.fs, rt, &identity, started)?;
+    let state_fs = settings.fs.clone();
+    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
+    let result = run.result.with_context(|| format!("interrupt {type_name}"));
     *operations_out = save_results(
         &state_fs,
         rt,

@@ -23,7 +23,7 @@ use agent_core::stage::decide::join_under;
 use agent_core::state::interrupt_markers;
 use agent_core::state::locks::{self, Holder, TryLock};
 use agent_core::state::markers::StepMarkers;
-use agent_core::state::results::{self, OperationResult, RunRecord};
+use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
 use agent_core::state::status::{self, RESET_MODE};
 use serde::Serialize;
 
@@ -543,6 +543,11 @@ fn remove_and_record(
         started,
         finished: timestamp::rfc3339_nano(SystemTime::now()),
         exit_code: u8::from(error.is_some()),
+        result: Some(if error.is_some() {
+            RunState::Failed
+        } else {
+            RunState::Succeeded
+        }),
         error: error.clone(),
         operations,
     };
