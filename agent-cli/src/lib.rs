@@ -230,6 +230,10 @@ fn run_operator(
     data: Option<&str>,
     operations: &mut Vec<OperationResult>,
 ) -> anyhow::Result<()> {
+    check_open_files()?;
+    // SPEC §10: stop requests are handled from before the first write (resolv.conf, the
+    // package copy), so one that arrives during pre-flight is a clean stop, not a kill.
+    let cancel = signals::install().context("installing the signal handlers")?;
     // SPEC §6 step 1: nothing is written before the whole input is known good.
     let preflight::Validated {
         resource_id: rid,
@@ -263,13 +267,17 @@ fn run_operator(
     }
     preflight::ensure_package_data(root, &copy_dir, &rt.data_dir, Path::new(NODE_FILES))
         .context("preparing the package data")?;
+    // A stop request during pre-flight let its copies finish (a package directory is renamed
+    // into place whole); nothing after them starts.
+    if cancel.is_stopping() {
+        return Err(stage::StageError::Stopped.into());
+    }
 
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     tokio.block_on(async {
-        let cancel = signals::install()?;
         let mut exec = exec::Config {
             output,
             cancel,
@@ -508,6 +516,27 @@ fn runner_for(lock: &locks::Lock) -> std::sync::Arc<dyn exec::Runner> {
         Some(recorder) => exec::ProcessRunner::recording(recorder),
         None => exec::ProcessRunner::default(),
     })
+}
+
+/// The fewest open files a run is started with: the agent's streams, the async runtime, the
+/// signal pipe, a lock, directory walks, and a step's pipes, log and `/dev/null`, with room to
+/// spare (a stage needs about 24). Below it a run would fail part-way, or the async runtime
+/// would panic creating its own pipes.
+const MIN_OPEN_FILES: u64 = 64;
+
+/// SPEC §1.2: too low an open-file limit (`ulimit -n`) is a runtime error named as such,
+/// before anything is written, never a panic in the middle of a run.
+fn check_open_files() -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit};
+    let (soft, _hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .context("reading the open-file limit (RLIMIT_NOFILE)")?;
+    if soft < MIN_OPEN_FILES {
+        anyhow::bail!(
+            "too few file descriptors: the open-file limit (RLIMIT_NOFILE, `ulimit -n`) is \
+             {soft}; the agent needs at least {MIN_OPEN_FILES}"
+        );
+    }
+    Ok(())
 }
 
 /// Legacy node-specific files merged into the package data (SPEC §6.4).

@@ -595,6 +595,36 @@ fn a_results_record_the_full_disk_kept_from_being_finished_is_an_error_in_status
     drop(disk);
 }
 
+/// SPEC §1.2: an open-file limit too low to run with (`ulimit -n 8`, under which the async
+/// runtime panicked creating its signal pipe) is a runtime error that names the limit, before
+/// anything is written; never a panic (exit 101) or a failure half-way through a stage.
+#[test]
+fn too_few_file_descriptors_fail_cleanly_before_anything_is_written() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    let before = host.snapshot();
+    for limit in ["8", "20"] {
+        let run = host
+            .agent()
+            .args([
+                format!("--nofile={limit}:{limit}").as_str(),
+                env!("CARGO_BIN_EXE_agent"),
+                "apply",
+                &host.root_str(),
+                COPY_DIR,
+            ])
+            .run_program(Path::new("/usr/bin/prlimit"));
+        run.assert_code(1);
+        run.assert_stderr_contains(&format!(
+            "agent execution failed: too few file descriptors: the open-file limit \
+             (RLIMIT_NOFILE, `ulimit -n`) is {limit}; the agent needs at least 64"
+        ));
+        assert!(!run.err().contains("panicked"), "{run:?}");
+        before.assert_unchanged(&host.snapshot(), &format!("ulimit -n {limit}"));
+    }
+    host.stage("apply").assert_success();
+}
+
 #[test]
 fn a_read_only_state_disk_fails_with_the_os_cause() {
     require_root!();
