@@ -261,17 +261,24 @@ fn run_operator(
     );
 
     let fs = HostFs::new(root);
+    // A stop request during pre-flight lets the copy under way finish (a package directory is
+    // renamed into place whole); nothing after it starts.
+    let go_on = || {
+        if cancel.is_stopping() {
+            Err(stage::StageError::Stopped)
+        } else {
+            Ok(())
+        }
+    };
+    go_on()?;
     if rt.copy_resolv {
         preflight::copy_resolv(root, Path::new("/etc/resolv.conf"))
             .context("copying /etc/resolv.conf")?;
+        go_on()?;
     }
     preflight::ensure_package_data(root, &copy_dir, &rt.data_dir, Path::new(NODE_FILES))
         .context("preparing the package data")?;
-    // A stop request during pre-flight let its copies finish (a package directory is renamed
-    // into place whole); nothing after them starts.
-    if cancel.is_stopping() {
-        return Err(stage::StageError::Stopped.into());
-    }
+    go_on()?;
 
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
