@@ -2,9 +2,10 @@
 # The project's test command: every check a change must pass. It sets up what it needs itself:
 #
 #   1. prerequisites: a static busybox (the integration tests build fake host roots from it),
-#      python3 (the CPython repr the legacy marker names depend on), podman and runc (the
-#      container suite), unshare (user namespaces, below), rustfmt and clippy. Run as root with
-#      apt-get available, it installs what is missing; otherwise it stops at once, naming it.
+#      python3 (the CPython repr the legacy marker names depend on), strace (stops an agent at a
+#      chosen system call), podman and runc (the container suite), unshare (user namespaces,
+#      below), rustfmt and clippy. Run as root with apt-get available, it installs what is
+#      missing; otherwise it stops at once, naming it.
 #      Then `cargo fetch --locked`: every crate the lock file names, for every platform.
 #   2. cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings, a build of every binary (the plugin tests run
 #      the distributor binary of examples/custom-agent, which `cargo test` does not build
@@ -33,6 +34,8 @@ missing_packages() {
         need+=(busybox-static)
     fi
     command -v python3 >/dev/null || need+=(python3)
+    # Stops an agent at a chosen system call (tests/integration/util/agent.rs).
+    command -v strace >/dev/null || need+=(strace)
     command -v podman >/dev/null || need+=(podman)
     command -v runc >/dev/null || need+=(runc)
     command -v unshare >/dev/null || need+=(util-linux)

@@ -35,7 +35,7 @@ use agent_core::stage::decide::join_under;
 use agent_core::stage::run::{self as stage, StageContext};
 use agent_core::state::locks;
 use agent_core::state::metrics::InterruptTally;
-use agent_core::state::results::{self, OperationResult, RunRecord};
+use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
@@ -230,6 +230,10 @@ fn run_operator(
     data: Option<&str>,
     operations: &mut Vec<OperationResult>,
 ) -> anyhow::Result<()> {
+    check_open_files()?;
+    // SPEC §10: stop requests are handled from before the first write (resolv.conf, the
+    // package copy), so one that arrives during pre-flight is a clean stop, not a kill.
+    let cancel = signals::install().context("installing the signal handlers")?;
     // SPEC §6 step 1: nothing is written before the whole input is known good.
     let preflight::Validated {
         resource_id: rid,
@@ -257,19 +261,30 @@ fn run_operator(
     );
 
     let fs = HostFs::new(root);
+    // A stop request during pre-flight lets the copy under way finish (a package directory is
+    // renamed into place whole); nothing after it starts.
+    let go_on = || {
+        if cancel.is_stopping() {
+            Err(stage::StageError::Stopped)
+        } else {
+            Ok(())
+        }
+    };
+    go_on()?;
     if rt.copy_resolv {
         preflight::copy_resolv(root, Path::new("/etc/resolv.conf"))
             .context("copying /etc/resolv.conf")?;
+        go_on()?;
     }
     preflight::ensure_package_data(root, &copy_dir, &rt.data_dir, Path::new(NODE_FILES))
         .context("preparing the package data")?;
+    go_on()?;
 
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     tokio.block_on(async {
-        let cancel = signals::install()?;
         let mut exec = exec::Config {
             output,
             cancel,
@@ -311,6 +326,14 @@ fn run_operator(
         )
         .await?;
         exec.runner = runner_for(&lock);
+        let run = RunIdentity {
+            mode: mode.as_str(),
+            resource_id: &rid.id,
+            package: &config.package_name,
+            version: &config.package_version,
+        };
+        let started = SystemTime::now();
+        save_start(&fs, rt, &run, started)?;
         if !mode.is_uninstall() {
             preflight::overlay_root_dir(root, &copy_dir)
                 .context("overlaying root_dir onto the host")?;
@@ -322,16 +345,9 @@ fn run_operator(
             copy_dir: &copy_dir,
             base_env: &base_env,
         };
-        let started = SystemTime::now();
         let result = stage::run_stage(&cx, &config, mode, operations)
             .await
             .map_err(anyhow::Error::from);
-        let run = RunIdentity {
-            mode: mode.as_str(),
-            resource_id: &rid.id,
-            package: &config.package_name,
-            version: &config.package_version,
-        };
         *operations = save_results(
             &fs,
             rt,
@@ -353,8 +369,40 @@ struct RunIdentity<'a> {
     version: &'a str,
 }
 
-/// SPEC §8.12: build the run's results record from how it ended and write it. The record is a
-/// diagnostic; failing to write it is logged, not fatal. Gives the operations back.
+impl RunIdentity<'_> {
+    fn record_path(&self, rt: &Runtime) -> std::path::PathBuf {
+        results::path(&rt.state_dir, self.package, self.version, self.mode)
+    }
+}
+
+/// SPEC §8.12: the record says `running` from the start, so a run that cannot record its end
+/// (a full disk, a SIGKILL) never leaves the previous run's success in place. A run that cannot
+/// write even this fails before it runs anything.
+fn save_start(
+    fs: &HostFs,
+    rt: &Runtime,
+    run: &RunIdentity<'_>,
+    started: SystemTime,
+) -> anyhow::Result<()> {
+    let record = RunRecord::running(
+        version(),
+        run.mode,
+        run.resource_id,
+        (run.package, run.version),
+        &timestamp::rfc3339_nano(started),
+    );
+    let file = run.record_path(rt);
+    results::write(fs, &file, &record).with_context(|| {
+        format!(
+            "writing the results record {} at the start of the run",
+            file.display()
+        )
+    })
+}
+
+/// SPEC §8.12: build the run's results record from how it ended and write it over the start
+/// record. The record is a diagnostic; failing to write it is logged, not fatal (the start
+/// record left in place says the run did not record its result). Gives the operations back.
 fn save_results<T>(
     fs: &HostFs,
     rt: &Runtime,
@@ -373,15 +421,15 @@ fn save_results<T>(
         started: timestamp::rfc3339_nano(started),
         finished: timestamp::rfc3339_nano(SystemTime::now()),
         exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
+        result: Some(match result {
+            Ok(_) => RunState::Succeeded,
+            Err(e) if is_stop(e) => RunState::Stopped,
+            Err(_) => RunState::Failed,
+        }),
         error: result.as_ref().err().map(|e| format!("{e:#}")),
         operations,
     };
-    let file = results::path(
-        &rt.state_dir,
-        &record.package,
-        &record.version,
-        &record.mode,
-    );
+    let file = run.record_path(rt);
     if let Err(e) = results::write(fs, &file, &record) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
@@ -435,16 +483,17 @@ async fn run_interrupt(
         reboot_wait: interrupts::REBOOT_WAIT,
     };
     let type_name = decoded.interrupt.type_name();
-    let started = SystemTime::now();
-    let state_fs = settings.fs.clone();
-    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
-    let result = run.result.with_context(|| format!("interrupt {type_name}"));
     let identity = RunIdentity {
         mode: "interrupt",
         resource_id: &rid.id,
         package: &rid.package,
         version: &rid.version,
     };
+    let started = SystemTime::now();
+    save_start(&settings.fs, rt, &identity, started)?;
+    let state_fs = settings.fs.clone();
+    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
+    let result = run.result.with_context(|| format!("interrupt {type_name}"));
     *operations_out = save_results(
         &state_fs,
         rt,
@@ -474,6 +523,27 @@ fn runner_for(lock: &locks::Lock) -> std::sync::Arc<dyn exec::Runner> {
         Some(recorder) => exec::ProcessRunner::recording(recorder),
         None => exec::ProcessRunner::default(),
     })
+}
+
+/// The fewest open files a run is started with: the agent's streams, the async runtime, the
+/// signal pipe, a lock, directory walks, and a step's pipes, log and `/dev/null`, with room to
+/// spare (a stage needs about 24). Below it a run would fail part-way, or the async runtime
+/// would panic creating its own pipes.
+const MIN_OPEN_FILES: u64 = 64;
+
+/// SPEC §1.2: too low an open-file limit (`ulimit -n`) is a runtime error named as such,
+/// before anything is written, never a panic in the middle of a run.
+fn check_open_files() -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit};
+    let (soft, _hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .context("reading the open-file limit (RLIMIT_NOFILE)")?;
+    if soft < MIN_OPEN_FILES {
+        anyhow::bail!(
+            "too few file descriptors: the open-file limit (RLIMIT_NOFILE, `ulimit -n`) is \
+             {soft}; the agent needs at least {MIN_OPEN_FILES}"
+        );
+    }
+    Ok(())
 }
 
 /// Legacy node-specific files merged into the package data (SPEC §6.4).

@@ -1049,6 +1049,21 @@ fn terminate_twice_during_containerd(host: &FakeHost) -> Run {
 #[test]
 fn sigterm_during_an_operation_lets_it_finish_and_starts_no_later_operation() {
     require_root!();
+    assert_a_stop_request_during_an_operation("TERM");
+}
+
+/// SPEC §10: SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM are stop requests for interrupts too.
+#[test]
+fn a_hangup_or_usr1_during_an_operation_lets_it_finish_and_starts_no_later_operation() {
+    require_root!();
+    for sig in ["HUP", "USR1"] {
+        assert_a_stop_request_during_an_operation(sig);
+    }
+}
+
+/// Start the two-service interrupt, send `sig` while `restart containerd` runs: the operation
+/// finishes and is marked, `restart kubelet` never starts, exit 1.
+fn assert_a_stop_request_during_an_operation(sig: &str) {
     let host = FakeHost::with_package_dir();
     host.set_fake_tool(
         "systemctl",
@@ -1062,11 +1077,11 @@ fn sigterm_during_an_operation_lets_it_finish_and_starts_no_later_operation() {
         .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "1")
         .spawn();
     host.wait_for("var/tmp/started", Duration::from_secs(20));
-    agent.signal("TERM");
+    agent.signal(sig);
     std::thread::sleep(Duration::from_millis(1500));
     assert!(
         !agent.has_exited(),
-        "the agent did not wait for the operation"
+        "SIG{sig}: the agent did not wait for the operation"
     );
     host.write("var/tmp/release", "");
     let run = agent.wait();

@@ -3,11 +3,13 @@
 //! marker names; pending and attempts files for an interrupt), refuses while the lock is held
 //! and records what it removed in `STATE/results/<pkg>/<ver>/reset.json`.
 
+use std::time::{Duration, Instant};
+
 use serde_json::Value;
 
 use crate::util::{
-    BOOT_ID, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, PKG_DIR, PKG_FLAGS, Package, Run, STATE,
-    Step, hold_flock, interrupt_data,
+    BOOT_ID, COPY_DIR, FakeHost, HISTORY, INTERRUPT_FLAGS, PKG_DIR, PKG_FLAGS, Package, Reaper,
+    Run, STATE, Step, hold_flock, interrupt_data,
 };
 
 const FLAGS_HOST: &str = "/var/lib/skyhook/sk1/flags/pkg/1.0.0";
@@ -249,6 +251,39 @@ fn a_reset_refuses_while_the_lock_is_held() {
     reset(&host, &[COPY_DIR, "--step", "s1.sh", "--yes"]).assert_success();
 }
 
+/// SPEC §11: `reset --yes` holds the package lock from before it lists the markers until it
+/// has removed them and recorded it. The reset is stopped at its first directory listing while
+/// an apply starts: the apply waits for the whole reset, then runs the reset steps again.
+#[test]
+fn an_apply_started_during_a_reset_waits_for_the_whole_reset() {
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    host.install(&package());
+    host.stage("apply").assert_success();
+    let reset = host
+        .tagged_agent()
+        .args(["reset", &host.root_str(), "--package", "pkg", "--yes"])
+        .spawn_stopped_at("getdents64");
+
+    let mut apply = host
+        .tagged_agent()
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .spawn();
+    assert!(
+        !apply.exited_before(Instant::now() + Duration::from_secs(2)),
+        "the apply ran while the reset was listing the markers it removes: {:?}",
+        apply.wait()
+    );
+    reset.resume();
+    reset.strace.wait().assert_success();
+    let apply = apply.wait();
+    apply.assert_success();
+    apply.assert_stderr_contains("waiting for another agent to release the lock");
+    for step in ["s1.sh", "s2.sh", "q.sh"] {
+        assert_eq!(host.ran_count(step), 2, "{step}: {:?}", host.ran());
+    }
+}
+
 #[test]
 fn a_reset_does_not_hide_a_failed_run_from_status() {
     let host = FakeHost::new();
@@ -281,4 +316,81 @@ fn bad_requests_say_what_is_wrong() {
         .assert_stderr_contains(
             r#"no step "nope.sh" in package pkg 1.0.0; its steps: s1.sh, s2.sh, q.sh, s1_check.sh"#,
         );
+}
+
+/// A host that has run apply and apply-check (markers, history, locks, results, logs), with a
+/// canary file in the host's `/etc` and one outside ROOT.
+fn host_with_state() -> FakeHost {
+    let host = FakeHost::new();
+    host.install(&package());
+    host.stage("apply").assert_success();
+    host.stage("apply-check").assert_success();
+    host.write("etc/gpu-node-tuning/tuning.conf", "canary\n");
+    std::fs::write(host.outside().join("canary"), "canary\n").unwrap();
+    host
+}
+
+/// SPEC §5: `args` name a path component that fails the rule; the reset is a usage error that
+/// names `option` and `value`, and nothing under ROOT or outside it was read into removal.
+fn assert_refused_name(args: &[&str], option: &str, value: &str) {
+    let host = host_with_state();
+    let (root, outside) = (host.snapshot(), host.snapshot_outside());
+    let mut with_yes = args.to_vec();
+    with_yes.push("--yes");
+    let run = reset(&host, &with_yes);
+    run.assert_code(2);
+    run.assert_stderr_contains(&format!("'{value}' for '{option}"));
+    run.assert_stderr_contains("must be a single path component");
+    root.assert_unchanged(&host.snapshot(), "refused reset (ROOT)");
+    outside.assert_unchanged(&host.snapshot_outside(), "refused reset (outside ROOT)");
+    assert!(host.is_file("etc/gpu-node-tuning/tuning.conf"));
+    assert!(host.is_file(HISTORY));
+}
+
+#[test]
+fn a_package_named_dot_dot_is_refused_before_anything_is_removed() {
+    assert_refused_name(&["--package", ".."], "--package", "..");
+}
+
+#[test]
+fn a_package_version_that_climbs_to_the_history_is_refused() {
+    assert_refused_name(
+        &["--package", "pkg", "--package-version", "../../history"],
+        "--package-version",
+        "../../history",
+    );
+}
+
+#[test]
+fn a_package_that_climbs_into_the_hosts_etc_is_refused() {
+    assert_refused_name(
+        &[
+            "--package",
+            "../../../../../etc",
+            "--package-version",
+            "gpu-node-tuning",
+        ],
+        "--package",
+        "../../../../../etc",
+    );
+}
+
+#[test]
+fn empty_and_dot_names_and_climbing_operations_are_refused() {
+    assert_refused_name(&["--package", ""], "--package", "");
+    assert_refused_name(
+        &["--package", "pkg", "--package-version", "."],
+        "--package-version",
+        ".",
+    );
+    assert_refused_name(
+        &[
+            "--interrupt",
+            "abc_pkg_1.0.0",
+            "--operation",
+            "../abc_pkg_2.0.0/node_restart_0",
+        ],
+        "--operation",
+        "../abc_pkg_2.0.0/node_restart_0",
+    );
 }

@@ -449,20 +449,18 @@ fn a_link_at_the_all_checked_flag_is_refused() {
 }
 
 #[test]
-fn a_link_in_place_of_the_results_directory_is_only_a_warning() {
-    // SPEC §8.12: the results record is a diagnostic; failing to write it does not fail the
-    // run, but the write through the link is still refused.
+fn a_link_in_place_of_the_results_directory_fails_the_run_before_any_step() {
+    // SPEC §8.12: the results record is first written when the run starts, and a run that
+    // cannot write it fails before anything runs; the write through the link is refused.
     let host = FakeHost::new();
     let victim = victim(&host);
     host.install(&package());
     let results = format!("{STATE}/results");
     let before = plant(&host, &results, &victim);
     let run = host.stage("apply");
-    run.assert_success();
-    run.assert_stderr_line_contains(&[
-        "could not write the results record",
-        "/var/lib/skyhook/sk1/results is a symbolic link",
-    ]);
+    assert_refused(&run, "/var/lib/skyhook/sk1/results is a symbolic link");
+    run.assert_stderr_contains("at the start of the run");
+    assert!(host.ran().is_empty(), "{:?}", host.ran());
     assert_victim_untouched(&victim);
     assert_link_kept(&host, &results, &before);
 }

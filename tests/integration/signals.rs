@@ -1,4 +1,5 @@
-//! SPEC §10: SIGTERM/SIGINT (the first lets the running step finish, a second stops it), the
+//! SPEC §10: SIGTERM/SIGINT and the other stop requests (SIGHUP, SIGUSR1, SIGUSR2, SIGALRM: the
+//! first lets the running step finish, a second stops it), a signal during pre-flight, the
 //! stop grace period, timeouts, a paused agent, leftover processes and the orphaned step of a
 //! killed agent.
 
@@ -6,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::util::{
     COPY_DIR, FakeHost, PKG_FLAGS, Package, Reaper, Run, Running, STATE, STOPPED, Step, eventually,
-    process_alive,
+    process_alive, signal_pid,
 };
 
 const STARTED: &str = "var/tmp/started";
@@ -117,17 +118,108 @@ fn first_sigterm_lets_the_running_step_finish_and_marks_it() {
 #[test]
 fn first_sigint_behaves_like_sigterm() {
     require_root!();
+    assert_a_stop_request("INT");
+}
+
+/// SPEC §10: `sig` stops the agent as SIGTERM does: the running step finishes and is marked,
+/// nothing after it starts, exit 1; the next run skips the finished step.
+fn assert_a_stop_request(sig: &str) {
     let host = FakeHost::new();
     let _reaper = Reaper(&host);
     let step = Step::new("held.sh").script(&held(0));
     host.install(&package(step.clone()));
-    let run = signal_once_then_release(&host, "INT");
+    let run = signal_once_then_release(&host, sig);
     run.assert_code(1);
     run.assert_stderr_contains(STOPPED);
+    run.assert_stderr_line_contains(&["received a termination signal", &format!("SIG{sig}")]);
     run.assert_stdout_contains("finished\n");
-    assert!(!run.out().contains("got-term"), "{run:?}");
+    assert!(!run.out().contains("got-term"), "SIG{sig}: {run:?}");
     assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
-    assert_eq!(host.ran(), ["held.sh"]);
+    assert_eq!(host.ran(), ["held.sh"], "SIG{sig}: no later step starts");
+    host.stage("apply").assert_success();
+    assert_eq!(
+        (host.ran_count("held.sh"), host.ran_count("next.sh")),
+        (1, 1),
+        "SIG{sig}: the next run does not do the finished step again: {:?}",
+        host.ran()
+    );
+}
+
+#[test]
+fn a_hangup_lets_the_running_step_finish_and_the_next_run_skips_it() {
+    require_root!();
+    assert_a_stop_request("HUP");
+}
+
+#[test]
+fn usr1_usr2_and_alrm_are_stop_requests_like_sigterm() {
+    require_root!();
+    for sig in ["USR1", "USR2", "ALRM"] {
+        assert_a_stop_request(sig);
+    }
+}
+
+#[test]
+fn a_second_hangup_stops_the_step_like_a_second_sigterm() {
+    require_root!();
+    assert_a_second_signal_stops_a_step_that_dies_of_it("HUP");
+}
+
+/// A second `sig` signals the running step's group: a step that dies of it is not marked and
+/// nothing after it starts.
+fn assert_a_second_signal_stops_a_step_that_dies_of_it(sig: &str) {
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    host.install(&package(Step::new("plain.sh").script(&sleeper(""))));
+    let (run, _) = signal_twice(&host, sig, "10");
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stderr_line_contains(&[
+        "received a second termination signal",
+        &format!("SIG{sig}"),
+    ]);
+    assert!(host.files_under(PKG_FLAGS).is_empty());
+    assert_eq!(host.ran_count("next.sh"), 0);
+}
+
+/// SPEC §10: the handlers are installed before the first write. A SIGTERM during pre-flight's
+/// copy of the package data (the agent stopped at its first `mkdir` there) lets the copy finish
+/// whole, starts nothing after it, and exits 1; the next run uses the copy.
+#[test]
+fn a_sigterm_during_the_package_copy_is_a_clean_stop() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    let data = host.outside().join("package-data");
+    package(Step::new("first.sh")).write_into(&data, host.root());
+    let stopped = host
+        .tagged_agent()
+        .env("SKYHOOK_DATA_DIR", &data)
+        .args(["apply", &host.root_str(), COPY_DIR])
+        .spawn_stopped_at("mkdir");
+    assert!(
+        !host.exists(COPY_DIR),
+        "stopped before the copy is in place"
+    );
+    signal_pid(stopped.pid, "TERM");
+    stopped.resume();
+    let run = stopped.strace.wait();
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    for file in ["config.json", "skyhook_dir/first.sh", "skyhook_dir/next.sh"] {
+        assert!(
+            host.is_file(&format!("{COPY_DIR}/{file}")),
+            "{file}: {run:?}"
+        );
+    }
+    assert_eq!(
+        host.list("var/lib/skyhook/sk1"),
+        ["pkg-1.0.0-uid1-1"],
+        "the copy and nothing else"
+    );
+    assert!(host.ran().is_empty(), "{:?}", host.ran());
+    host.stage("apply").assert_success();
+    assert_eq!(host.ran_count("first.sh"), 1, "{:?}", host.ran());
 }
 
 #[test]
@@ -163,14 +255,7 @@ fn a_second_sigterm_stops_the_step_and_a_cleanly_exiting_step_is_marked() {
 #[test]
 fn a_second_sigint_stops_a_step_that_dies_of_it_and_it_is_not_marked() {
     require_root!();
-    let host = FakeHost::new();
-    let _reaper = Reaper(&host);
-    host.install(&package(Step::new("plain.sh").script(&sleeper(""))));
-    let (run, _) = signal_twice(&host, "INT", "10");
-    run.assert_code(1);
-    run.assert_stderr_contains(STOPPED);
-    assert!(host.files_under(PKG_FLAGS).is_empty());
-    assert_eq!(host.ran_count("next.sh"), 0);
+    assert_a_second_signal_stops_a_step_that_dies_of_it("INT");
 }
 
 #[test]

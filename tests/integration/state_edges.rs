@@ -531,21 +531,98 @@ fn an_unreadable_attempts_file_refuses_the_reboot_with_a_warning_naming_it() {
 // §5: every message about a file carries the OS cause
 // ---------------------------------------------------------------------------------------------
 
+/// SPEC §8.12: the results record is first written when the run starts; a run that cannot
+/// write even that fails before it runs anything, naming the record and the OS cause.
 #[test]
-fn a_results_record_on_a_full_disk_warns_with_the_os_cause() {
+fn a_results_record_that_cannot_be_started_on_a_full_disk_fails_before_any_step() {
     require_root!();
     let host = FakeHost::new();
     host.install(&off_host());
     let disk = Tmpfs::mount(&host.path("var/lib/skyhook/sk1/results"), "size=16k");
     disk.fill();
     let run = host.stage("apply");
-    run.assert_success();
+    run.assert_code(1);
     run.assert_stderr_line_contains(&[
-        "could not write the results record",
-        "apply.json",
+        "writing the results record /var/lib/skyhook/sk1/results/pkg/1.0.0/apply.json at the \
+         start of the run",
         "No space left on device",
     ]);
+    assert!(host.ran().is_empty(), "{:?}", host.ran());
+    assert!(host.files_under(PKG_FLAGS).is_empty());
     drop(disk);
+}
+
+/// SPEC §8.12: a disk that fills during a run keeps the start record (`running`) in place of
+/// the one the run could not write at its end; `agent status` then reports the run as an error,
+/// never the previous run's success.
+#[test]
+fn a_results_record_the_full_disk_kept_from_being_finished_is_an_error_in_status() {
+    require_root!();
+    let host = FakeHost::new();
+    let fill = "#!/bin/sh\n\
+                if [ -e \"$SKYHOOK_DIR/fill\" ]; then\n\
+                dd if=/dev/zero of=\"$SKYHOOK_DIR/../results/.filler\" bs=4096 2>/dev/null\n\
+                exit 1\n\
+                fi\n";
+    host.install(
+        &Package::new()
+            .step("apply", Step::new("s1.sh").on_host(false))
+            .step(
+                "apply-check",
+                Step::new("s1_check.sh").on_host(false).script(fill),
+            ),
+    );
+    let disk = Tmpfs::mount(&host.path("var/lib/skyhook/sk1/results"), "size=64k");
+    host.stage("apply").assert_success();
+    host.stage("apply-check").assert_success();
+    let status = |host: &FakeHost| host.agent().args(["status", &host.root_str()]).run();
+    status(&host).assert_success();
+
+    host.write(&format!("{PKG_DIR}/fill"), "");
+    let run = host.stage("apply-check");
+    run.assert_code(1);
+    run.assert_stderr_line_contains(&[
+        "could not write the results record",
+        "apply-check.json",
+        "No space left on device",
+    ]);
+    let after = status(&host);
+    after.assert_code(1);
+    after.assert_stdout_contains(
+        "\nerrors:\n  pkg 1.0.0 apply-check: the last apply-check ended without recording its \
+         result",
+    );
+    drop(disk);
+}
+
+/// SPEC §1.2: an open-file limit too low to run with (`ulimit -n 8`, under which the async
+/// runtime panicked creating its signal pipe) is a runtime error that names the limit, before
+/// anything is written; never a panic (exit 101) or a failure half-way through a stage.
+#[test]
+fn too_few_file_descriptors_fail_cleanly_before_anything_is_written() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    let before = host.snapshot();
+    for limit in ["8", "20"] {
+        let run = host
+            .agent()
+            .args([
+                format!("--nofile={limit}:{limit}").as_str(),
+                env!("CARGO_BIN_EXE_agent"),
+                "apply",
+                &host.root_str(),
+                COPY_DIR,
+            ])
+            .run_program(Path::new("/usr/bin/prlimit"));
+        run.assert_code(1);
+        run.assert_stderr_contains(&format!(
+            "agent execution failed: too few file descriptors: the open-file limit \
+             (RLIMIT_NOFILE, `ulimit -n`) is {limit}; the agent needs at least 64"
+        ));
+        assert!(!run.err().contains("panicked"), "{run:?}");
+        before.assert_unchanged(&host.snapshot(), &format!("ulimit -n {limit}"));
+    }
+    host.stage("apply").assert_success();
 }
 
 #[test]

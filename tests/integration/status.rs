@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{BOOT_ID, FakeHost, HISTORY, INTERRUPT_FLAGS, Package, Run, STATE, Step};
+use crate::util::{BOOT_ID, FakeHost, HISTORY, INTERRUPT_FLAGS, Package, Reaper, Run, STATE, Step};
 
 fn off_host() -> Package {
     Package::off_host(&["s1.sh", "s2.sh"], &["s1_check.sh"])
@@ -242,6 +242,51 @@ fn a_running_stage_shows_the_lock_holder() {
     let run = status(&host, &[]);
     run.assert_success();
     assert_eq!(first_line(&run), "status: done");
+}
+
+/// SPEC §8.12: the record says `running` from the start of a run. An apply-check killed
+/// outright (SIGKILL: no final record) after a successful one is an error, never `done`.
+#[test]
+fn a_check_stage_killed_outright_is_an_error_not_the_previous_success() {
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    let held = "#!/bin/sh\nif [ -e \"@TMP@/hold\" ]; then touch \"@TMP@/started\"; sleep 60; fi\n";
+    host.install(
+        &Package::new()
+            .step("apply", Step::new("s1.sh").on_host(false))
+            .step(
+                "apply-check",
+                Step::new("s1_check.sh").on_host(false).script(held),
+            ),
+    );
+    host.stage("apply").assert_success();
+    host.stage("apply-check").assert_success();
+    assert_eq!(first_line(&status(&host, &[])), "status: done");
+
+    host.write("var/tmp/hold", "");
+    let agent = host
+        .tagged_agent()
+        .args(["apply-check", &host.root_str(), crate::util::COPY_DIR])
+        .spawn();
+    host.wait_for("var/tmp/started", Duration::from_secs(20));
+    let running = status(&host, &[]);
+    running.assert_success();
+    assert_eq!(first_line(&running), "status: running", "{running:?}");
+    assert!(!running.out().contains("errors:"), "{running:?}");
+    let record: Value =
+        serde_json::from_slice(&host.read(&format!("{STATE}/results/pkg/1.0.0/apply-check.json")))
+            .unwrap();
+    assert_eq!(record["result"], "running", "{record:#}");
+
+    agent.kill_hard(&host);
+    let after = status(&host, &[]);
+    after.assert_code(1);
+    assert_eq!(first_line(&after), "status: error", "{after:?}");
+    after.assert_stdout_contains(
+        "\nerrors:\n  pkg 1.0.0 apply-check: the last apply-check ended without recording its result",
+    );
+    let v = json(&status(&host, &["--format", "json"]));
+    assert_eq!(v["states"][0]["packages"][0]["status"], "error", "{v:#}");
 }
 
 #[test]

@@ -15,15 +15,15 @@ use agent_core::compat::timestamp;
 use agent_core::exec::Output;
 use agent_core::host::boot::read_boot_id;
 use agent_core::host::fs::{HostFs, is_temp_name};
-use agent_core::host::identity::ResourceId;
+use agent_core::host::identity::{NotAComponent, ResourceId, path_component};
 use agent_core::host::runtime::Runtime;
 use agent_core::package::config::PackageConfig;
-use agent_core::package::step::Mode;
+use agent_core::package::step::{Mode, Step};
 use agent_core::stage::decide::join_under;
 use agent_core::state::interrupt_markers;
 use agent_core::state::locks::{self, Holder, TryLock};
 use agent_core::state::markers::StepMarkers;
-use agent_core::state::results::{self, OperationResult, RunRecord};
+use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
 use agent_core::state::status::{self, RESET_MODE};
 use serde::Serialize;
 
@@ -38,7 +38,8 @@ use super::interrupts::Format;
 Without --yes nothing is removed: the files that would be removed are listed, as `agent plan`
 lists what a run would do. With --yes they are removed and the reset is recorded in
 STATE/results/<package>/<version>/reset.json. A reset refuses while an agent holds the
-package's lock (or the interrupt resource's lock).
+package's lock (or the interrupt resource's lock); with --yes it holds that lock itself from
+before it looks for the files until the reset is recorded, so an agent started meanwhile waits.
 
 Step markers are removed under both names (the legacy and the Go agent's); interrupt markers
 are the .complete, .pending and .attempts files of each operation. The history file, logs and
@@ -67,17 +68,17 @@ pub struct Reset {
     #[arg(long, value_name = "PATH", requires = "copy_dir")]
     step: Option<String>,
     /// Every step marker of this package, without its package directory.
-    #[arg(long, value_name = "NAME", conflicts_with = "interrupt")]
+    #[arg(long, value_name = "NAME", conflicts_with = "interrupt", value_parser = package_name)]
     package: Option<String>,
     /// With --package: only this version (default: every version).
-    #[arg(long, value_name = "VERSION", requires = "package")]
+    #[arg(long, value_name = "VERSION", requires = "package", value_parser = package_version)]
     package_version: Option<String>,
     /// The interrupt markers of this resource ID (<prefix>_<package>_<version>).
-    #[arg(long, value_name = "RESOURCE_ID")]
-    interrupt: Option<String>,
+    #[arg(long, value_name = "RESOURCE_ID", value_parser = resource_id)]
+    interrupt: Option<ResourceId>,
     /// With --interrupt: only this operation, `<type>_<index>` (e.g. node_restart_0).
-    #[arg(long, value_name = "OPERATION", requires = "interrupt")]
-    operation: Option<String>,
+    #[arg(long, value_name = "OPERATION", requires = "interrupt", value_parser = operation)]
+    operation: Option<Operation>,
     /// STATE as a host path, instead of SKYHOOK_ROOT_DIR or the one found on the host.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -96,17 +97,52 @@ fn absolute(s: &str) -> Result<PathBuf, String> {
     }
 }
 
+// SPEC §5: every option that becomes a path component passes the one rule while the command
+// line is parsed, so a bad name is a usage error before anything is read or removed.
+fn package_name(s: &str) -> Result<String, NotAComponent> {
+    path_component("package name", s).map(|()| s.to_owned())
+}
+
+fn package_version(s: &str) -> Result<String, NotAComponent> {
+    path_component("package version", s).map(|()| s.to_owned())
+}
+
+fn resource_id(s: &str) -> Result<ResourceId, String> {
+    ResourceId::parse(s)
+        .and_then(|r| r.check_directory_name().map(|()| r))
+        .map_err(|e| e.to_string())
+}
+
+/// An interrupt operation, `<type>_<index>`: its markers are `<type>_<index>.<state>`.
+#[derive(Debug, Clone)]
+struct Operation {
+    name: String,
+    kind: String,
+    index: usize,
+}
+
+fn operation(s: &str) -> Result<Operation, String> {
+    path_component("operation", s).map_err(|e| e.to_string())?;
+    s.rsplit_once('_')
+        .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(kind, index)| Operation {
+            name: s.to_owned(),
+            kind: kind.to_owned(),
+            index,
+        })
+        .ok_or_else(|| format!("{s:?} is not <type>_<index> (e.g. node_restart_0)"))
+}
+
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
-/// What one reset touches: the files of one package version (or interrupt resource) and the
-/// lock that guards them.
+/// What one reset touches: the files of one package version (or interrupt resource).
 #[derive(Debug)]
 struct Target {
     package: String,
     version: String,
     resource_id: String,
-    lock: PathBuf,
     /// Host paths of the files to remove.
     files: Vec<PathBuf>,
 }
@@ -171,48 +207,56 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
         state_dir: state.clone(),
         ..rt.clone()
     };
-    let (scope, targets) = if let Some(copy_dir) = &args.copy_dir {
-        step_targets(&fs, &rt, copy_dir, args)?
+    let what = if let Some(copy_dir) = &args.copy_dir {
+        What::Steps(select_steps(&fs, copy_dir, args)?)
     } else if let Some(package) = &args.package {
-        package_targets(&fs, &rt, package, args.package_version.as_deref())?
+        What::Package {
+            name: package,
+            version: args.package_version.as_deref(),
+        }
     } else if let Some(rid) = &args.interrupt {
-        interrupt_targets(&fs, &rt, rid, args.operation.as_deref())?
+        What::Interrupt {
+            rid,
+            operation: args.operation.as_ref(),
+        }
     } else {
         return Err(Failure::Usage(
             "say what to reset: COPY_DIR (with --stage or --step), --package or --interrupt".into(),
         ));
     };
+    let scope = what.scope();
+    let lock = what.lock(&rt.state_dir);
 
-    // Refuse while an agent works on it; with --yes hold the lock until the record is written.
-    let boot_id = read_boot_id(&fs).ok();
-    let mut held = Vec::new();
-    for lock in unique(targets.iter().map(|t| t.lock.clone())) {
-        let busy = if args.yes {
-            match locks::try_acquire(&fs, &lock, boot_id.as_deref()) {
-                Ok(TryLock::Acquired(guard)) => {
-                    held.push(guard);
-                    None
-                }
-                Ok(TryLock::Busy(holder)) => Some(holder),
-                Err(e) => return Err(Failure::Failed(chain(&e))),
-            }
-        } else {
-            locks::holder(&fs, &lock).map_err(|e| Failure::Failed(chain(&e)))?
-        };
-        if let Some(holder) = busy {
-            return Err(Failure::Failed(format!(
-                "refusing to reset {scope}: an agent is running it ({}, lock {}); wait for it \
-                 to finish (`agent status` shows it) and try again",
-                describe(&holder),
-                lock.display()
-            )));
+    // SPEC §11: refuse while an agent works on it. With --yes the lock is taken before the
+    // markers are listed and held until the record is written, so an agent that starts
+    // meanwhile waits for the whole reset instead of skipping a step whose marker the reset
+    // then removes.
+    let refuse = |holder: &Holder| {
+        Failure::Failed(format!(
+            "refusing to reset {scope}: an agent is running it ({}, lock {}); wait for it to \
+             finish (`agent status` shows it) and try again",
+            describe(holder),
+            lock.display()
+        ))
+    };
+    let held = if args.yes {
+        match locks::try_acquire(&fs, &lock, read_boot_id(&fs).ok().as_deref()) {
+            Ok(TryLock::Acquired(guard)) => Some(guard),
+            Ok(TryLock::Busy(holder)) => return Err(refuse(&holder)),
+            Err(e) => return Err(Failure::Failed(chain(&e))),
         }
-    }
+    } else {
+        match locks::holder(&fs, &lock).map_err(|e| Failure::Failed(chain(&e)))? {
+            Some(holder) => return Err(refuse(&holder)),
+            None => None,
+        }
+    };
 
-    let mut files = Vec::new();
-    for t in &targets {
-        files.extend(t.files.iter().map(|f| f.display().to_string()));
-    }
+    let targets = what.targets(&fs, &rt)?;
+    let files = targets
+        .iter()
+        .flat_map(|t| t.files.iter().map(|f| f.display().to_string()))
+        .collect();
     let mut records = Vec::new();
     if args.yes {
         for t in &targets {
@@ -250,13 +294,73 @@ fn state_dir(fs: &HostFs, rt: &Runtime, args: &Reset) -> Result<PathBuf, Failure
     }
 }
 
+/// What a reset is asked to make run again, known before STATE is read: its scope and the lock
+/// that guards it.
+enum What<'a> {
+    Steps(Selected),
+    Package {
+        name: &'a str,
+        version: Option<&'a str>,
+    },
+    Interrupt {
+        rid: &'a ResourceId,
+        operation: Option<&'a Operation>,
+    },
+}
+
+/// Steps of the package in COPY_DIR, selected from its config.json.
+struct Selected {
+    package: String,
+    version: String,
+    steps: Vec<Step>,
+    scope: String,
+}
+
+impl What<'_> {
+    fn scope(&self) -> String {
+        match self {
+            What::Steps(s) => s.scope.clone(),
+            What::Package {
+                name,
+                version: Some(v),
+            } => format!("every step of package {name} {v}"),
+            What::Package {
+                name,
+                version: None,
+            } => format!("every step of package {name} (every version)"),
+            What::Interrupt {
+                rid,
+                operation: Some(op),
+            } => format!("interrupt operation {} of {}", op.name, rid.id),
+            What::Interrupt {
+                rid,
+                operation: None,
+            } => format!("every interrupt operation of {}", rid.id),
+        }
+    }
+
+    fn lock(&self, state_dir: &Path) -> PathBuf {
+        match self {
+            What::Steps(s) => locks::package_lock_path(state_dir, &s.package),
+            What::Package { name, .. } => locks::package_lock_path(state_dir, name),
+            What::Interrupt { rid, .. } => locks::interrupt_lock_path(state_dir, &rid.id),
+        }
+    }
+
+    /// The files to remove, found under STATE (called with the lock held).
+    fn targets(&self, fs: &HostFs, rt: &Runtime) -> Result<Vec<Target>, Failure> {
+        match self {
+            What::Steps(s) => Ok(vec![step_files(fs, rt, s)?]),
+            What::Package { name, version } => package_files(fs, rt, name, *version),
+            What::Interrupt { rid, operation } => {
+                Ok(vec![interrupt_files(fs, rt, rid, *operation)?])
+            }
+        }
+    }
+}
+
 /// The steps of the package in COPY_DIR: one step, the steps of one stage, or all of them.
-fn step_targets(
-    fs: &HostFs,
-    rt: &Runtime,
-    copy_dir: &Path,
-    args: &Reset,
-) -> Result<(String, Vec<Target>), Failure> {
+fn select_steps(fs: &HostFs, copy_dir: &Path, args: &Reset) -> Result<Selected, Failure> {
     let package_dir = join_under(fs.root(), copy_dir);
     let config_path = package_dir.join("config.json");
     let (config, _warnings) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
@@ -275,12 +379,13 @@ fn step_targets(
         })?),
     };
     let (name, version) = (&config.package_name, &config.package_version);
-    let steps: Vec<_> = config
+    let steps: Vec<Step> = config
         .modes
         .iter()
         .filter(|(m, _)| mode.is_none_or(|want| **m == want))
-        .flat_map(|(m, steps)| steps.iter().map(move |s| (*m, s)))
-        .filter(|(_, s)| args.step.as_deref().is_none_or(|p| s.path == p))
+        .flat_map(|(_, steps)| steps.iter())
+        .filter(|s| args.step.as_deref().is_none_or(|p| s.path == p))
+        .cloned()
         .collect();
     let where_ = match mode {
         Some(m) => format!("stage {m} of package {name} {version}"),
@@ -305,9 +410,23 @@ fn step_targets(
             None => format!("{where_} has no steps"),
         }));
     }
-    let flags_dir = rt.package_flags_dir(name, version);
+    let scope = match &args.step {
+        Some(p) => format!("step {p} of {where_}"),
+        None => format!("every step of {where_}"),
+    };
+    Ok(Selected {
+        package: name.clone(),
+        version: version.clone(),
+        steps,
+        scope,
+    })
+}
+
+/// The markers of the selected steps that are present, under both names.
+fn step_files(fs: &HostFs, rt: &Runtime, s: &Selected) -> Result<Target, Failure> {
+    let flags_dir = rt.package_flags_dir(&s.package, &s.version);
     let mut files = Vec::new();
-    for (_, step) in &steps {
+    for step in &s.steps {
         let m = StepMarkers::new(&flags_dir, step);
         for marker in m.legacy.iter().chain(std::iter::once(&m.native)) {
             if present(fs, marker)? && !files.contains(marker) {
@@ -315,34 +434,25 @@ fn step_targets(
             }
         }
     }
-    let scope = match &args.step {
-        Some(p) => format!("step {p} of {where_}"),
-        None => format!("every step of {where_}"),
-    };
-    Ok((
-        scope,
-        vec![Target {
-            package: name.clone(),
-            version: version.clone(),
-            resource_id: rt.resource_id.clone(),
-            lock: locks::package_lock_path(&rt.state_dir, name),
-            files,
-        }],
-    ))
+    Ok(Target {
+        package: s.package.clone(),
+        version: s.version.clone(),
+        resource_id: rt.resource_id.clone(),
+        files,
+    })
 }
 
 /// Every completion marker of a package (every version unless one is named), found by listing
 /// its marker directories: no package directory needed.
-fn package_targets(
+fn package_files(
     fs: &HostFs,
     rt: &Runtime,
     package: &str,
     version: Option<&str>,
-) -> Result<(String, Vec<Target>), Failure> {
-    let package_flags = rt.flags_dir().join(package);
+) -> Result<Vec<Target>, Failure> {
     let versions = match version {
         Some(v) => vec![v.to_owned()],
-        None => list(fs, &package_flags)?,
+        None => list(fs, &rt.flags_dir().join(package))?,
     };
     let mut targets = Vec::new();
     for v in versions {
@@ -352,40 +462,24 @@ fn package_targets(
             package: package.to_owned(),
             version: v,
             resource_id: rt.resource_id.clone(),
-            lock: locks::package_lock_path(&rt.state_dir, package),
             files,
         });
     }
-    let scope = match version {
-        Some(v) => format!("every step of package {package} {v}"),
-        None => format!("every step of package {package} (every version)"),
-    };
-    Ok((scope, targets))
+    Ok(targets)
 }
 
 /// The `.complete`, `.pending` and `.attempts` markers of an interrupt resource, or of one of
 /// its operations.
-fn interrupt_targets(
+fn interrupt_files(
     fs: &HostFs,
     rt: &Runtime,
-    rid: &str,
-    operation: Option<&str>,
-) -> Result<(String, Vec<Target>), Failure> {
-    let parsed = ResourceId::parse(rid)
-        .and_then(|r| r.check_directory_name().map(|()| r))
-        .map_err(|e| Failure::Usage(format!("--interrupt: {e}")))?;
-    let dir = rt.state_dir.join("interrupts").join("flags").join(rid);
+    rid: &ResourceId,
+    operation: Option<&Operation>,
+) -> Result<Target, Failure> {
+    let dir = rt.state_dir.join("interrupts").join("flags").join(&rid.id);
     let mut files = Vec::new();
-    let scope = if let Some(op) = operation {
-        let (kind, index) = op
-            .rsplit_once('_')
-            .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
-            .filter(|(k, _)| !k.is_empty())
-            .ok_or_else(|| {
-                Failure::Usage(format!(
-                    "--operation {op:?} is not <type>_<index> (e.g. node_restart_0)"
-                ))
-            })?;
+    if let Some(op) = operation {
+        let (kind, index) = (op.kind.as_str(), op.index);
         for name in [
             interrupt_markers::complete_name(kind, index),
             interrupt_markers::pending_name(kind, index),
@@ -396,7 +490,6 @@ fn interrupt_targets(
                 files.push(path);
             }
         }
-        format!("interrupt operation {op} of {rid}")
     } else {
         for name in list(fs, &dir)? {
             let path = dir.join(&name);
@@ -407,18 +500,13 @@ fn interrupt_targets(
                 files.push(path);
             }
         }
-        format!("every interrupt operation of {rid}")
-    };
-    Ok((
-        scope,
-        vec![Target {
-            package: parsed.package,
-            version: parsed.version,
-            resource_id: rid.to_owned(),
-            lock: locks::interrupt_lock_path(&rt.state_dir, rid),
-            files,
-        }],
-    ))
+    }
+    Ok(Target {
+        package: rid.package.clone(),
+        version: rid.version.clone(),
+        resource_id: rid.id.clone(),
+        files,
+    })
 }
 
 /// Remove a target's files, then record what was removed (SPEC §8.12).
@@ -455,6 +543,11 @@ fn remove_and_record(
         started,
         finished: timestamp::rfc3339_nano(SystemTime::now()),
         exit_code: u8::from(error.is_some()),
+        result: Some(if error.is_some() {
+            RunState::Failed
+        } else {
+            RunState::Succeeded
+        }),
         error: error.clone(),
         operations,
     };
@@ -503,16 +596,6 @@ fn walk(fs: &HostFs, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Failure> 
         }
     }
     Ok(())
-}
-
-fn unique(items: impl Iterator<Item = PathBuf>) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = Vec::new();
-    for i in items {
-        if !out.contains(&i) {
-            out.push(i);
-        }
-    }
-    out
 }
 
 fn describe(h: &Holder) -> String {

@@ -295,6 +295,12 @@ fn run_line(run: &RunRecord) -> String {
         let ran = count("ran");
         format!("{ran} ran, {} skipped", run.operations.len() - ran)
     };
+    if run.is_running() {
+        return format!(
+            "{}: result not recorded yet (started {}; agent {})",
+            run.mode, run.started, run.agent_version
+        );
+    }
     format!(
         "{}: exit {} at {} ({what}; agent {})",
         run.mode, run.exit_code, run.finished, run.agent_version

@@ -504,11 +504,11 @@ impl Runner for ProcessRunner {
         let mut timed_out = false;
         // When the group was asked to stop: SIGKILL is due `stop_grace` later.
         let mut kill_at: Option<tokio::time::Instant> = None;
-        let timeout_at = cfg.timeout.map(|t| tokio::time::Instant::now() + t);
+        let timeout_at = cfg.timeout.map(deadline_after);
         let stop = |kill_at: &mut Option<tokio::time::Instant>| {
             if kill_at.is_none() {
                 stop_group(pgid, Signal::SIGTERM);
-                *kill_at = Some(tokio::time::Instant::now() + cfg.stop_grace);
+                *kill_at = Some(deadline_after(cfg.stop_grace));
             }
         };
 
@@ -780,6 +780,16 @@ async fn join_exit(
         Some(handle) => handle.await.ok().and_then(Result::ok),
         None => std::future::pending().await,
     }
+}
+
+/// Longer than any run: a timeout or grace beyond it (`Command::timeout` has no upper bound;
+/// a kind may say `Duration::MAX`) is as good as none, and adding it to now cannot overflow.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// `now + d`, with `d` clamped to [`FAR_FUTURE`] (`Instant + Duration` panics on overflow).
+fn deadline_after(d: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(d.min(FAR_FUTURE)).unwrap_or(now)
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

@@ -380,6 +380,24 @@ fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
 }
 
 #[test]
+fn a_timeout_and_a_stop_grace_too_long_to_add_to_now_are_as_good_as_none() {
+    // A kind's `Command::timeout` has no upper bound: `Duration::MAX` must not panic.
+    let (mut cfg, out, ..) = config(Some(Duration::MAX));
+    cfg.stop_grace = Duration::MAX;
+    let o = rt().block_on(cfg.run(&sh("echo ran"), None)).unwrap();
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert!(!o.timed_out, "{o:?}");
+    assert_eq!(out.contents(), b"ran\n");
+    // A second signal computes the SIGKILL deadline from the grace.
+    let (mut cfg, _, _, handle) = config(Some(Duration::MAX));
+    cfg.stop_grace = Duration::MAX;
+    handle.stop.cancel();
+    handle.force.cancel();
+    let o = rt().block_on(cfg.run(&sh("exec sleep 30"), None)).unwrap();
+    assert_eq!(o.termination, Termination::Signalled(15), "{o:?}");
+}
+
+#[test]
 fn a_file_without_a_shebang_is_an_exec_format_error() {
     let (cfg, out, ..) = config(None);
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! Resource ID → package identity (SPEC §4).
+//! Resource ID → package identity (SPEC §4), and the one rule for every name that becomes a
+//! path component (SPEC §5).
 
 /// Why a resource ID or name was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -13,12 +14,17 @@ pub enum IdentityError {
          sk1-uid_pkg_1.0.0 (the operator sets it on the agent's pod)"
     )]
     Unset,
-    #[error("package name {0:?} must be a single path component")]
-    PackageName(String),
-    #[error("package version {0:?} must be a single path component")]
-    PackageVersion(String),
-    #[error("resource ID {0:?} must be a single path component")]
-    ResourceId(String),
+    #[error(transparent)]
+    Component(#[from] NotAComponent),
+}
+
+/// A name that becomes one path component (a package name or version, a resource ID, an
+/// operation) but is not one (SPEC §5). `what` names the field or option it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} {value:?} must be a single path component")]
+pub struct NotAComponent {
+    pub what: &'static str,
+    pub value: String,
 }
 
 /// The package name and version carried by `SKYHOOK_RESOURCE_ID`
@@ -46,12 +52,8 @@ impl ResourceId {
         }
         let package = &id[p + 1..v];
         let version = &id[v + 1..];
-        if !is_single_component(package) {
-            return Err(IdentityError::PackageName(package.to_owned()));
-        }
-        if !is_single_component(version) {
-            return Err(IdentityError::PackageVersion(version.to_owned()));
-        }
+        path_component("package name", package)?;
+        path_component("package version", version)?;
         Ok(Self {
             id: id.to_owned(),
             package: package.to_owned(),
@@ -61,20 +63,33 @@ impl ResourceId {
 
     /// Interrupt markers live in a directory named after the whole ID (SPEC §4, §9.3).
     pub fn check_directory_name(&self) -> Result<(), IdentityError> {
-        if is_single_component(&self.id) {
-            Ok(())
-        } else {
-            Err(IdentityError::ResourceId(self.id.clone()))
-        }
+        Ok(path_component("resource ID", &self.id)?)
     }
 }
 
 /// Longest directory entry name Linux filesystems accept (`NAME_MAX`).
 pub(crate) const NAME_MAX: usize = 255;
 
+/// SPEC §5: the one rule for a name that becomes a path component, wherever it comes from
+/// (config.json, INTERRUPT_DATA, the environment, a subcommand's options): `value` must pass
+/// [`is_single_component`]. Callers check before anything is read or removed.
+///
+/// # Errors
+/// [`NotAComponent`] naming `what` and the value.
+pub fn path_component(what: &'static str, value: &str) -> Result<(), NotAComponent> {
+    if is_single_component(value) {
+        Ok(())
+    } else {
+        Err(NotAComponent {
+            what,
+            value: value.to_owned(),
+        })
+    }
+}
+
 /// Non-empty, not `.` or `..`, no `/`, no NUL, at most `NAME_MAX` bytes: safe as one directory
 /// entry name (a longer one would fail only after state was written).
-pub(crate) fn is_single_component(name: &str) -> bool {
+pub fn is_single_component(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= NAME_MAX
         && name != "."
@@ -130,22 +145,39 @@ mod tests {
             ResourceId::parse("abc_.._1.0").unwrap_err().to_string(),
             r#"package name ".." must be a single path component"#
         );
-        assert!(matches!(
-            ResourceId::parse("abc_pkg_1/0"),
-            Err(IdentityError::PackageVersion(_))
-        ));
+        assert_eq!(
+            ResourceId::parse("abc_pkg_1/0").unwrap_err().to_string(),
+            r#"package version "1/0" must be a single path component"#
+        );
     }
 
     #[test]
     fn names_longer_than_a_file_name_are_rejected() {
         let long = "p".repeat(256);
-        assert!(matches!(
-            ResourceId::parse(&format!("abc_{long}_1.0")),
-            Err(IdentityError::PackageName(_))
-        ));
+        assert_eq!(
+            ResourceId::parse(&format!("abc_{long}_1.0")).unwrap_err(),
+            IdentityError::Component(NotAComponent {
+                what: "package name",
+                value: long.clone(),
+            })
+        );
         let id = ResourceId::parse(&format!("{}_pkg_1.0", "a".repeat(250))).unwrap();
         assert!(id.check_directory_name().is_err());
         assert!(is_single_component(&"p".repeat(255)));
+    }
+
+    #[test]
+    fn one_rule_refuses_empty_dot_dot_slash_and_nul() {
+        for bad in ["", ".", "..", "a/b", "/", "../x", "a\0b", &"n".repeat(256)] {
+            let err = path_component("--package", bad).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("--package {bad:?} must be a single path component")
+            );
+        }
+        for good in ["pkg", "1.0.0", "a..b", ".hidden", "node_restart_0", "a b"] {
+            assert!(path_component("--package", good).is_ok(), "{good}");
+        }
     }
 
     #[test]

@@ -20,12 +20,68 @@ pub struct RunRecord {
     pub version: String,
     /// UTC RFC 3339.
     pub started: String,
+    /// UTC RFC 3339; while the run is `running`, its start time (so the record still sorts as
+    /// the newest).
     pub finished: String,
     pub exit_code: u8,
+    /// `running` from the start of the run until its end replaces the record (SPEC §8.12);
+    /// `None` in records of earlier versions, which were only written at the end.
+    #[serde(default)]
+    pub result: Option<RunState>,
     /// The error that made the run fail, as printed.
     #[serde(default)]
     pub error: Option<String>,
     pub operations: Vec<OperationResult>,
+}
+
+/// Where a run is, as its record says (`"result"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    /// Written when the run starts: a run killed outright (or one whose final record could not
+    /// be written) leaves its record saying so, never the previous run's success.
+    Running,
+    Succeeded,
+    Failed,
+    /// Stopped by a termination signal (SPEC §10).
+    Stopped,
+}
+
+impl RunRecord {
+    /// The record written when a run starts (SPEC §8.12). Its exit code and error are what a
+    /// reader that does not know `result` (an earlier agent's `agent status`) should see if the
+    /// run never replaces it.
+    pub fn running(
+        agent_version: &str,
+        mode: &str,
+        resource_id: &str,
+        (package, version): (&str, &str),
+        started: &str,
+    ) -> Self {
+        Self {
+            agent_version: agent_version.to_owned(),
+            mode: mode.to_owned(),
+            resource_id: resource_id.to_owned(),
+            package: package.to_owned(),
+            version: version.to_owned(),
+            started: started.to_owned(),
+            finished: started.to_owned(),
+            exit_code: 1,
+            result: Some(RunState::Running),
+            error: Some(unrecorded(mode)),
+            operations: Vec::new(),
+        }
+    }
+
+    /// Whether the record says its run has not finished.
+    pub fn is_running(&self) -> bool {
+        self.result == Some(RunState::Running)
+    }
+}
+
+/// What a `running` record means once no agent runs it any more.
+pub fn unrecorded(mode: &str) -> String {
+    format!("the last {mode} ended without recording its result")
 }
 
 /// What happened to one step or interrupt operation.
@@ -172,6 +228,7 @@ mod tests {
             started: "2026-11-30T10:00:00Z".into(),
             finished: "2026-11-30T10:00:02Z".into(),
             exit_code: 1,
+            result: Some(RunState::Failed),
             error: Some("boom".into()),
             operations: vec![
                 OperationResult::skipped("a.sh", "completion marker present"),
@@ -208,6 +265,31 @@ mod tests {
         }
         let back: RunRecord = serde_json::from_value(old).unwrap();
         assert_eq!(back.operations[1].usage, None);
+    }
+
+    #[test]
+    fn the_start_record_says_running_and_records_of_earlier_versions_have_no_result() {
+        let r = RunRecord::running(
+            "1.2.3",
+            "apply-check",
+            "abc_pkg_1.0.0",
+            ("pkg", "1.0.0"),
+            "2026-11-30T10:00:00Z",
+        );
+        let json: serde_json::Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["result"], "running");
+        assert_eq!(json["finished"], "2026-11-30T10:00:00Z");
+        assert_eq!(json["exit_code"], 1);
+        assert_eq!(
+            json["error"],
+            "the last apply-check ended without recording its result"
+        );
+        assert!(r.is_running());
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("result");
+        let old: RunRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(old.result, None);
+        assert!(!old.is_running());
     }
 
     #[test]

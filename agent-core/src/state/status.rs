@@ -14,7 +14,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::host::boot::read_boot_id;
 use crate::host::fs::{HostFs, is_temp_name};
-use crate::host::identity::ResourceId;
+use crate::host::identity::{ResourceId, is_single_component};
 use crate::host::runtime::Runtime;
 use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, History, HistoryEntry};
@@ -363,17 +363,19 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
                 runs,
             });
         }
+        let interrupts = by_package.remove(&name).unwrap_or_default();
+        let lock = lock_holder(fs, &locks::package_lock_path(state, &name), &mut note);
+        let live = settle_running(fs, state, &name, &mut version_status, &mut note);
         let last_run = version_status
             .iter()
             .flat_map(|v| v.runs.iter())
             .max_by_key(|r| sort_time(&r.finished))
             .cloned();
-        let interrupts = by_package.remove(&name).unwrap_or_default();
-        let lock = lock_holder(fs, &locks::package_lock_path(state, &name), &mut note);
         let judged = judge_package(
             &name,
             state,
             &version_status,
+            live,
             history.problem.as_deref(),
             &interrupts,
         );
@@ -432,13 +434,61 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     }
 }
 
+/// The most recent stage or interrupt run of a package (an `agent reset` record is
+/// bookkeeping, not a run).
+fn last_run_mut(versions: &mut [VersionStatus]) -> Option<(&str, &mut RunRecord)> {
+    versions
+        .iter_mut()
+        .flat_map(|v| v.runs.iter_mut().map(|r| (v.version.as_str(), r)))
+        .filter(|(_, r)| r.mode != RESET_MODE)
+        .max_by_key(|(_, r)| sort_time(&r.finished))
+}
+
+/// SPEC §8.12: whether the package's last run, whose record says `running`, is still running:
+/// its lock (the package's, or its interrupt resource's) has a holder now, after the record was
+/// read. Without one the run may have ended in between, so the record is read again; if it
+/// still says `running`, the run ended without recording its result (it was killed, or its
+/// final record could not be written), and it is judged as such.
+fn settle_running(
+    fs: &HostFs,
+    state: &Path,
+    package: &str,
+    versions: &mut [VersionStatus],
+    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+) -> bool {
+    let Some((version, run)) = last_run_mut(versions).filter(|(_, r)| r.is_running()) else {
+        return false;
+    };
+    // The resource ID comes from a file: it names a lock only if it is one path component.
+    let lock = if run.mode == INTERRUPT_MODE {
+        is_single_component(&run.resource_id)
+            .then(|| locks::interrupt_lock_path(state, &run.resource_id))
+    } else {
+        Some(locks::package_lock_path(state, package))
+    };
+    if lock.is_some_and(|lock| lock_holder(fs, &lock, note).is_some()) {
+        return true;
+    }
+    if is_single_component(&run.mode) {
+        let file = results::path(state, package, version, &run.mode);
+        if let Ok(Some(again)) = results::read(fs, &file) {
+            *run = again;
+        }
+    }
+    false
+}
+
+/// The mode of an interrupt run's results record.
+const INTERRUPT_MODE: &str = "interrupt";
+
 /// A package's verdict without its lock, and what failed: the most recent stage or interrupt
-/// run (an `agent reset` record is bookkeeping, not a run), a history that cannot be read, and
-/// its interrupt resources.
+/// run (an `agent reset` record is bookkeeping, not a run) unless it is `live` (still
+/// running, see [`settle_running`]), a history that cannot be read, and its interrupt resources.
 fn judge_package(
     name: &str,
     state: &Path,
     versions: &[VersionStatus],
+    live: bool,
     history_problem: Option<&str>,
     interrupts: &[InterruptStatus],
 ) -> (Verdict, Vec<StatusError>) {
@@ -461,7 +511,7 @@ fn judge_package(
         .flat_map(|v| v.runs.iter())
         .filter(|r| r.mode != RESET_MODE)
         .max_by_key(|r| sort_time(&r.finished));
-    if let Some(run) = last.filter(|r| r.exit_code != 0) {
+    if let Some(run) = last.filter(|r| !live && (r.exit_code != 0 || r.is_running())) {
         let record = results::path(state, &run.package, &run.version, &run.mode);
         errors.extend(run_errors(name, run, &record));
     }
@@ -488,10 +538,13 @@ pub const RESET_MODE: &str = "reset";
 
 /// The failed operations of a failed run, or the run's own error when no operation failed.
 fn run_errors(package: &str, run: &RunRecord, record: &Path) -> Vec<StatusError> {
-    let message = run
-        .error
-        .clone()
-        .unwrap_or_else(|| format!("exited {}", run.exit_code));
+    let message = if run.is_running() {
+        results::unrecorded(&run.mode)
+    } else {
+        run.error
+            .clone()
+            .unwrap_or_else(|| format!("exited {}", run.exit_code))
+    };
     let base = StatusError {
         package: Some(package.to_owned()),
         version: Some(run.version.clone()),

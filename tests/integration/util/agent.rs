@@ -416,3 +416,76 @@ impl Running {
         self.wait()
     }
 }
+
+/// strace, which stops an agent at a chosen system call ([`AgentCmd::spawn_stopped_at`]).
+const STRACE: &str = "/usr/bin/strace";
+
+/// An agent held stopped by strace at a system call, and strace itself.
+pub struct Stopped {
+    /// strace: its exit status is the agent's (a signal that killed the agent kills it too).
+    pub strace: Running,
+    /// The agent's own pid (a child of strace).
+    pub pid: u32,
+    /// What strace reports, which says when the agent is stopped.
+    _trace: tempfile::NamedTempFile,
+}
+
+impl Stopped {
+    /// Let the agent continue from where it was stopped.
+    pub fn resume(&self) {
+        super::signal_pid(self.pid, "CONT");
+    }
+}
+
+impl AgentCmd {
+    /// Start the agent under strace, which stops it (SIGSTOP) when it first enters `syscall`:
+    /// a fixed point inside a run at which a test acts (starts a second agent, sends a signal)
+    /// without racing the agent. Returns once the agent is stopped there.
+    pub fn spawn_stopped_at(mut self, syscall: &str) -> Stopped {
+        if !Path::new(STRACE).is_file() {
+            super::cannot_run(
+                "it stops the agent at a system call with strace, which is missing: install it \
+                 (apt-get install strace; scripts/test.sh does)",
+            );
+        }
+        let trace = tempfile::NamedTempFile::new().expect("a temp file for strace's report");
+        let mut traced: Vec<OsString> = vec![
+            "-o".into(),
+            trace.path().into(),
+            "-e".into(),
+            format!("trace={syscall}").into(),
+            "-e".into(),
+            format!("inject={syscall}:signal=SIGSTOP:when=1").into(),
+            env!("CARGO_BIN_EXE_agent").into(),
+        ];
+        traced.append(&mut self.args);
+        let mut strace = Self {
+            args: traced,
+            ..self
+        }
+        .spawn_program(Path::new(STRACE));
+        // strace reports the group stop the injected SIGSTOP caused; the agent is in a tracing
+        // stop at every traced event too, so its state alone does not say it.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let report = std::fs::read_to_string(trace.path()).unwrap_or_default();
+            if report.contains("--- stopped by SIGSTOP ---") {
+                let pid =
+                    std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", strace.pid()))
+                        .ok()
+                        .and_then(|c| c.split_whitespace().next()?.parse::<u32>().ok())
+                        .expect("the pid of the agent under strace");
+                return Stopped {
+                    strace,
+                    pid,
+                    _trace: trace,
+                };
+            }
+            assert!(
+                !strace.has_exited() && Instant::now() < deadline,
+                "the agent under strace never entered {syscall}: {report}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}

@@ -512,15 +512,14 @@ impl FakeHost {
 
 /// Whether `/proc/<pid>` is a live (not zombie) process.
 pub fn process_alive(pid: u32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
+    !matches!(process_state(pid), None | Some('Z' | 'X' | 'x'))
+}
+
+/// The state letter of `/proc/<pid>/stat` (`R`, `S`, `Z`, `t` for a tracing stop, …).
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The state follows the parenthesised command name.
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .unwrap_or("X");
-    !matches!(state, "Z" | "X" | "x")
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 /// Poll `cond` every 10 ms until it holds or `timeout` passes; returns whether it held.

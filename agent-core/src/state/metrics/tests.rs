@@ -30,6 +30,7 @@ fn run_record(mode: &str, version: &str, operations: Vec<OperationResult>) -> Ru
         started: String::new(),
         finished: String::new(),
         exit_code: 0,
+        result: None,
         error: None,
         operations,
     }
