@@ -37,6 +37,13 @@ fn assert_spawn_failure(host: &FakeHost, run: &crate::util::Run) {
     );
     assert_eq!(host.ran_count("next.sh"), 0, "no later step starts");
     assert!(!run.out().contains("apply next.sh"), "{run:?}");
+    assert_failed_once(run);
+}
+
+/// The run's last line counts the operation that could not be spawned as failed.
+#[track_caller]
+fn assert_failed_once(run: &crate::util::Run) {
+    run.assert_stderr_line_contains(&["run finished", "result=failed", "ran=1", "failed=1"]);
 }
 
 #[test]
@@ -95,6 +102,39 @@ fn an_interrupt_command_without_a_shebang_is_an_exec_format_error() {
         !run.out().contains("systemctl restart a.service"),
         "nothing after the failed operation: {run:?}"
     );
+    assert_failed_once(&run);
+}
+
+#[test]
+fn a_missing_interpreter_is_named_and_the_step_counted_failed() {
+    require_root!();
+    let host = FakeHost::new();
+    package_with_bad_first_step(
+        &host,
+        b"#!/bin/does-not-exist\necho ran > /var/tmp/ran-by-sh\n",
+    );
+    let run = host.stage("apply");
+    run.assert_code(1);
+    // The file exists: what is missing is the interpreter its `#!` line names.
+    run.assert_stderr_line_contains(&[
+        "ERROR",
+        &format!(
+            "running step \"bad.sh\": interpreter \"/bin/does-not-exist\" of \
+             {COPY_DIR}/skyhook_dir/bad.sh not found"
+        ),
+    ]);
+    assert!(
+        !run.err().contains("No such file or directory"),
+        "the step file is not missing: {run:?}"
+    );
+    assert_failed_once(&run);
+    assert!(host.files_under(PKG_FLAGS).is_empty(), "{run:?}");
+    assert_eq!(host.ran_count("next.sh"), 0, "no later step starts");
+    let record: serde_json::Value =
+        serde_json::from_str(&host.read_string(&format!("{STATE}/results/pkg/1.0.0/apply.json")))
+            .unwrap();
+    assert_eq!(record["operations"][0]["operation"], "bad.sh", "{record:#}");
+    assert_eq!(record["operations"][0]["succeeded"], false, "{record:#}");
 }
 
 #[test]

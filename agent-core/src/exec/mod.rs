@@ -3,16 +3,16 @@
 //! cancellation, timeouts.
 
 mod cancel;
+mod image;
 mod relay;
 pub mod usage;
 
 pub use cancel::Cancellation;
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -333,6 +333,10 @@ pub enum ExecError {
     /// SPEC §8.4: `ENOEXEC` is never retried through `/bin/sh`.
     #[error("spawning {program}: exec format error (no `#!` line, or built for another machine)")]
     ExecFormat { program: String },
+    /// The file exists, but the interpreter its `#!` line names does not (exec says `ENOENT`
+    /// for both).
+    #[error("interpreter {interpreter:?} of {file} not found")]
+    Interpreter { file: String, interpreter: String },
     #[error("waiting for {program}")]
     Wait {
         program: String,
@@ -422,7 +426,8 @@ impl Runner for ProcessRunner {
             program: program.clone(),
             source,
         };
-        let image = ExecImage::new(spec).map_err(spawn_err)?;
+        let image = image::ExecImage::new(spec).map_err(spawn_err)?;
+        let candidates = image.candidate_paths();
         // Our own pipes rather than `Stdio::piped()`: the relay thread owns the read ends
         // (see `relay`), and they get a larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
@@ -433,10 +438,12 @@ impl Runner for ProcessRunner {
             .stderr(Stdio::from(err_w))
             .process_group(0)
             .kill_on_drop(false);
-        if spec.chroot.is_none() && image.candidates.len() == 1 {
+        if spec.chroot.is_none() && !image.searches_path {
             // Nothing to do between fork and exec, and no PATH search: the standard library
             // spawns with posix_spawn(3), which fails with ENOEXEC instead of trying the
-            // shell (glibc >= 2.15; pinned by the unit tests) and costs no fork.
+            // shell (glibc >= 2.15; pinned by the unit tests) and costs no fork. A program
+            // without a `/`, whatever the number of PATH entries, would go through the
+            // library's own search (execvp), which runs such a file with /bin/sh.
             cmd.args(&spec.args)
                 .env_clear()
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -457,14 +464,14 @@ impl Runner for ProcessRunner {
         // The command holds our copies of the write ends: only once they are closed can the
         // pipes reach end-of-file when the child's side closes.
         drop(cmd);
-        let mut child = spawned.map_err(|source| {
-            if source.raw_os_error() == Some(libc::ENOEXEC) {
-                ExecError::ExecFormat {
-                    program: program.clone(),
-                }
-            } else {
-                spawn_err(source)
+        let mut child = spawned.map_err(|source| match source.raw_os_error() {
+            Some(libc::ENOEXEC) => ExecError::ExecFormat {
+                program: program.clone(),
+            },
+            Some(libc::ENOENT) => {
+                image::missing_interpreter(spec, &candidates).unwrap_or_else(|| spawn_err(source))
             }
+            _ => spawn_err(source),
         })?;
         let pgid = child
             .id()
@@ -616,140 +623,6 @@ fn exited(status: std::process::ExitStatus, pgid: Option<Pid>) -> std::process::
 /// `1.2s`, for log lines.
 fn format_running(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
-}
-
-/// Everything `execve(2)` needs, built before the fork: the child may only make
-/// async-signal-safe calls, so it allocates nothing.
-///
-/// SPEC §8.4: the program runs with `execve` semantics. glibc's `execvp` (what the standard
-/// library calls after a fork) runs a file the kernel refuses with `ENOEXEC` through
-/// `/bin/sh`, so a step without a `#!` line, or built for another machine, would run as a
-/// shell script; here `ENOEXEC` fails the spawn.
-struct ExecImage {
-    chroot: Option<CString>,
-    cwd: CString,
-    /// The files to try in order: the program itself when it names a path, else the program
-    /// in each PATH directory (PATH of the child's environment, resolved inside the chroot).
-    candidates: Vec<CString>,
-    _argv: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    _envp: Vec<CString>,
-    envp: Vec<*const libc::c_char>,
-}
-
-// SAFETY: the raw pointers point into the heap buffers of the `CString`s the image owns,
-// which never move (moving a `CString` does not move its buffer) or change while the image
-// lives; the image is only read, in the child after fork. `pre_exec` needs a `Send + Sync`
-// closure, and the pointer arrays must exist before the fork (the child may not allocate).
-unsafe impl Send for ExecImage {}
-// SAFETY: as for `Send`: nothing mutates the image once built.
-unsafe impl Sync for ExecImage {}
-
-/// glibc's search path when PATH is unset (`confstr(_CS_PATH)`).
-const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
-
-impl ExecImage {
-    fn new(spec: &ProcessSpec) -> io::Result<Self> {
-        let c = |bytes: &[u8]| {
-            CString::new(bytes)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"))
-        };
-        let program = spec.program.as_os_str().as_bytes();
-        let candidates = if program.contains(&b'/') {
-            vec![c(program)?]
-        } else if program.is_empty() {
-            Vec::new()
-        } else {
-            let path = spec
-                .env
-                .iter()
-                .rev()
-                .find(|(k, _)| k == "PATH")
-                .map_or(DEFAULT_PATH, |(_, v)| v.as_bytes());
-            path.split(|b| *b == b':')
-                .map(|dir| {
-                    // An empty entry is the current directory, as for execvp.
-                    let dir = if dir.is_empty() { b".".as_slice() } else { dir };
-                    let mut file = dir.to_vec();
-                    if !file.ends_with(b"/") {
-                        file.push(b'/');
-                    }
-                    file.extend_from_slice(program);
-                    c(&file)
-                })
-                .collect::<io::Result<_>>()?
-        };
-        let argv_strings: Vec<CString> = std::iter::once(Ok(c(program)?))
-            .chain(spec.args.iter().map(|a| c(a.as_bytes())))
-            .collect::<io::Result<_>>()?;
-        let envp_strings: Vec<CString> = spec
-            .env
-            .iter()
-            .map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                c(&kv)
-            })
-            .collect::<io::Result<_>>()?;
-        let pointers = |strings: &[CString]| {
-            strings
-                .iter()
-                .map(|s| s.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect::<Vec<_>>()
-        };
-        Ok(Self {
-            chroot: spec
-                .chroot
-                .as_deref()
-                .map(|r| c(r.as_os_str().as_bytes()))
-                .transpose()?,
-            cwd: c(OsStr::as_bytes(spec.cwd.as_os_str()))?,
-            candidates,
-            argv: pointers(&argv_strings),
-            _argv: argv_strings,
-            envp: pointers(&envp_strings),
-            _envp: envp_strings,
-        })
-    }
-
-    /// In the child: chroot, chdir, exec. Returns only on failure, with the error to report.
-    ///
-    /// Runs between fork and exec, so it only makes async-signal-safe system calls on what
-    /// `new` built, and allocates nothing (nix's `chroot`/`chdir` pass a `CStr` through as is).
-    fn exec(&self) -> io::Error {
-        if let Some(root) = &self.chroot {
-            if let Err(e) = nix::unistd::chroot(root.as_c_str()) {
-                return e.into();
-            }
-        }
-        if let Err(e) = nix::unistd::chdir(self.cwd.as_c_str()) {
-            return e.into();
-        }
-        // execvp's search rules, minus its shell fallback: skip directories where the file
-        // is missing, remember a permission error, stop at any other error.
-        let mut denied = false;
-        for file in &self.candidates {
-            // SAFETY: `file` is a NUL-terminated string and `argv`/`envp` NULL-terminated
-            // arrays of pointers into NUL-terminated strings, all owned by `self` and alive
-            // until the call returns (it returns only on failure). nix's `execve` would build
-            // these arrays itself, allocating in the child after fork, which is not
-            // async-signal-safe.
-            unsafe {
-                libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EACCES) => denied = true,
-                Some(
-                    libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT,
-                ) if self.candidates.len() > 1 => {}
-                _ => return err,
-            }
-        }
-        io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT })
-    }
 }
 
 /// A pipe for one of the child's output streams: (read end for the relay, write end for the

@@ -379,16 +379,28 @@ fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
     assert_eq!(o.termination, Termination::Exited(0));
 }
 
+/// `dir/name` holding `contents`, mode 0755.
+fn executable(dir: &Path, name: &str, contents: &str) -> std::path::PathBuf {
+    let file = dir.join(name);
+    std::fs::write(&file, contents).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    file
+}
+
+/// Run `file` by its path, with no arguments.
+fn by_path(file: &Path) -> ProcessSpec {
+    let mut spec = sh("");
+    spec.program = file.to_owned();
+    spec.args.clear();
+    spec
+}
+
 #[test]
 fn a_file_without_a_shebang_is_an_exec_format_error() {
     let (cfg, out, ..) = config(None);
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("noshebang");
-    std::fs::write(&file, "echo ran-by-sh\n").unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut spec = sh("");
-    spec.program = file.clone();
-    spec.args.clear();
+    let file = executable(dir.path(), "noshebang", "echo ran-by-sh\n");
+    let spec = by_path(&file);
     let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
     assert!(matches!(err, ExecError::ExecFormat { .. }), "{err:?}");
     assert_eq!(
@@ -456,6 +468,78 @@ fn output_ending_mid_line_gets_a_newline_before_the_next_print() {
         String::from_utf8(out.contents()).unwrap(),
         "no newline\nheader\nline\nheader\nheader\n"
     );
+}
+
+/// A directory holding `tool` (`contents`, mode 0755) and a PATH of `entries` directories
+/// ending with it.
+fn tool_in_path(contents: &str, entries: usize) -> (tempfile::TempDir, ProcessSpec) {
+    let dir = tempfile::tempdir().unwrap();
+    executable(dir.path(), "tool", contents);
+    let mut path: Vec<String> = (1..entries).map(|i| format!("/nonexistent-{i}")).collect();
+    path.push(dir.path().display().to_string());
+    let spec = ProcessSpec {
+        program: "tool".into(),
+        args: Vec::new(),
+        env: vec![("PATH".into(), path.join(":").into())],
+        cwd: "/".into(),
+        chroot: None,
+        first_signal: FirstSignal::Finish,
+    };
+    (dir, spec)
+}
+
+#[test]
+fn a_file_without_a_shebang_found_in_the_path_is_refused_whatever_the_number_of_entries() {
+    // SPEC §8.4: the standard library's own search (execvp) would run it through /bin/sh.
+    let rt = rt();
+    for entries in [1, 2] {
+        let (cfg, out, ..) = config(None);
+        let (_dir, spec) = tool_in_path("echo ran-by-sh\n", entries);
+        let err = rt.block_on(cfg.run(&spec, None)).unwrap_err();
+        assert!(
+            matches!(err, ExecError::ExecFormat { .. }),
+            "PATH of {entries}: {err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "spawning tool: exec format error (no `#!` line, or built for another machine)"
+        );
+        assert!(out.contents().is_empty(), "PATH of {entries}");
+    }
+}
+
+#[test]
+fn a_missing_interpreter_is_named() {
+    let rt = rt();
+    let (cfg, ..) = config(None);
+    // By path (the program names a file).
+    let dir = tempfile::tempdir().unwrap();
+    let file = executable(
+        dir.path(),
+        "badinterp.sh",
+        "#!/bin/does-not-exist -e\necho hi\n",
+    );
+    let err = rt.block_on(cfg.run(&by_path(&file), None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "interpreter \"/bin/does-not-exist\" of {} not found",
+            file.display()
+        )
+    );
+    // Looked up in PATH: the file found there is named.
+    for entries in [1, 2] {
+        let (dir, spec) = tool_in_path("#!/bin/does-not-exist\n", entries);
+        let err = rt.block_on(cfg.run(&spec, None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "interpreter \"/bin/does-not-exist\" of {}/tool not found",
+                dir.path().display()
+            ),
+            "PATH of {entries}"
+        );
+    }
 }
 
 #[test]
