@@ -487,9 +487,9 @@ fn init_logging(rt: &Runtime) {
     };
     // SPEC §10: a closed stderr must neither panic nor stop the run; the writer drops what
     // it cannot write, and the subscriber must not report that on the same stderr.
-    let stderr = Output::process().stderr;
+    let output = Output::process();
     let builder = tracing_subscriber::fmt()
-        .with_writer(move || exec::LossyWriter(stderr.clone()))
+        .with_writer(move || output.log_writer())
         .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)

@@ -115,14 +115,19 @@ impl Sink for FdSink {
     }
 }
 
-/// `io::Write` over a [`Sink`] that never fails: for the log writer, whose output is
-/// diagnostics and must not stop (or crash) the agent when stderr is closed (SPEC §10).
+/// `io::Write` over the agent's stderr that never fails: for the log writer, whose output is
+/// diagnostics and must not stop (or crash) the agent when stderr is closed (SPEC §10). Each
+/// record starts a line, whatever a step wrote last (SPEC §8.4). Made by
+/// [`Output::log_writer`].
 #[derive(Clone)]
-pub struct LossyWriter(pub Arc<dyn Sink>);
+pub struct LossyWriter {
+    sink: Arc<dyn Sink>,
+    line: Arc<LineState>,
+}
 
 impl io::Write for LossyWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = self.0.write_all(buf);
+        self.line.write_line_start(&*self.sink, buf);
         Ok(buf.len())
     }
 
@@ -148,13 +153,46 @@ impl Sink for MemorySink {
     }
 }
 
+/// Whether the bytes last relayed to one of the agent's streams left a line open, behind the
+/// lock that orders the relay's chunks and the agent's own text on that stream (SPEC §8.4
+/// line framing).
+#[derive(Debug, Default)]
+pub struct LineState(Mutex<bool>);
+
+impl LineState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Write agent text (one or more whole lines) so that it starts a line: after a newline
+    /// when an operation's output left its last line open. Errors are ignored, as for every
+    /// write of the agent's own text (SPEC §10).
+    fn write_line_start(&self, sink: &dyn Sink, text: &[u8]) {
+        if text.is_empty() {
+            return;
+        }
+        let mut open = self.lock();
+        if *open {
+            let mut framed = Vec::with_capacity(text.len() + 1);
+            framed.push(b'\n');
+            framed.extend_from_slice(text);
+            let _ = sink.write_all(&framed);
+        } else {
+            let _ = sink.write_all(text);
+        }
+        *open = false;
+    }
+}
+
 /// The agent's two output streams.
 #[derive(Clone)]
 pub struct Output {
     pub stdout: Arc<dyn Sink>,
     pub stderr: Arc<dyn Sink>,
-    /// The bytes last relayed from an operation's stdout did not end with a newline.
-    open_line: Arc<AtomicBool>,
+    stdout_line: Arc<LineState>,
+    stderr_line: Arc<LineState>,
 }
 
 impl std::fmt::Debug for Output {
@@ -168,7 +206,8 @@ impl Output {
         Self {
             stdout,
             stderr,
-            open_line: Arc::new(AtomicBool::new(false)),
+            stdout_line: Arc::default(),
+            stderr_line: Arc::default(),
         }
     }
 
@@ -192,24 +231,24 @@ impl Output {
     /// SPEC §8.4 line framing: when an operation's output did not end its last line, a
     /// newline goes first, so the text (an execution header) starts a line.
     pub fn print(&self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        if self.open_line.swap(false, Ordering::Relaxed) {
-            let _ = self.stdout.write_all(format!("\n{text}").as_bytes());
-        } else {
-            let _ = self.stdout.write_all(text.as_bytes());
-        }
+        self.stdout_line
+            .write_line_start(&*self.stdout, text.as_bytes());
     }
 
-    /// Print agent text on stderr, ignoring errors like [`Output::print`].
+    /// Print agent text on stderr, framed and ignoring errors like [`Output::print`].
     pub fn eprint(&self, text: &str) {
-        let _ = self.stderr.write_all(text.as_bytes());
+        self.stderr_line
+            .write_line_start(&*self.stderr, text.as_bytes());
     }
 
-    /// Remember how an operation's stdout ended (its last relayed byte).
-    fn relayed_stdout(&self, last: u8) {
-        self.open_line.store(last != b'\n', Ordering::Relaxed);
+    /// The writer of the agent's log records: stderr, framed like [`Output::eprint`], so that
+    /// a record never continues a line a step left open (SPEC §8.4: a JSON log stays one
+    /// object per line).
+    pub fn log_writer(&self) -> LossyWriter {
+        LossyWriter {
+            sink: self.stderr.clone(),
+            line: self.stderr_line.clone(),
+        }
     }
 }
 
@@ -491,8 +530,20 @@ impl Runner for ProcessRunner {
         });
         let relay = relay::Relay::new(
             vec![
-                (out_r, cfg.output.stdout.clone()),
-                (err_r, cfg.output.stderr.clone()),
+                (
+                    out_r,
+                    relay::Destination::new(
+                        cfg.output.stdout.clone(),
+                        cfg.output.stdout_line.clone(),
+                    ),
+                ),
+                (
+                    err_r,
+                    relay::Destination::new(
+                        cfg.output.stderr.clone(),
+                        cfg.output.stderr_line.clone(),
+                    ),
+                ),
             ],
             log,
         );
@@ -589,9 +640,6 @@ impl Runner for ProcessRunner {
         }
         let status = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");
-        if let Some(last) = relayed.last_bytes.first().copied().flatten() {
-            cfg.output.relayed_stdout(last);
-        }
         let termination = match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited(code),
             (None, Some(sig)) => Termination::Signalled(sig),

@@ -26,7 +26,7 @@ use nix::fcntl::{self, FcntlArg, OFlag, SpliceFFlags};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::{SFlag, fstat};
 
-use super::{Sink, TAIL_BYTES, Tail};
+use super::{LineState, Sink, TAIL_BYTES, Tail};
 
 /// Capacity asked for the operation's pipes and for the agent's own streams when they are
 /// pipes: fewer wake-ups and larger zero-copy moves per chunk. The kernel caps it at
@@ -40,16 +40,25 @@ const COPY_BUFFER: usize = 64 * 1024;
 /// path: for interactive output that is fewer system calls than splicing.
 const SMALL_CHUNK: usize = 16 * 1024;
 
+/// One of the agent's streams as the relay writes it: the sink and its line state.
+pub struct Destination {
+    sink: Arc<dyn Sink>,
+    line: Arc<LineState>,
+}
+
+impl Destination {
+    pub fn new(sink: Arc<dyn Sink>, line: Arc<LineState>) -> Self {
+        Self { sink, line }
+    }
+}
+
 /// What the relay hands back once both pipes reached end-of-file.
 #[derive(Debug)]
 pub struct Relayed {
     pub tail: Tail,
     /// The first error writing the log; output to the agent's streams continued.
     pub log_error: Option<String>,
-    /// The last byte taken from each pipe, in the order the pipes were given (`None`: the
-    /// stream was empty), for the line framing of SPEC §8.4.
-    pub last_bytes: Vec<Option<u8>>,
-    /// Bytes taken from each pipe, in the same order.
+    /// Bytes taken from each pipe, in the order the pipes were given.
     pub bytes: Vec<u64>,
 }
 
@@ -69,6 +78,8 @@ struct Stream {
     pipe: OwnedFd,
     /// The agent's stream (its descriptor, [`Sink::fd`], feeds the zero-copy paths).
     sink: Arc<dyn Sink>,
+    /// Whether the agent's stream is left mid-line; updated with each chunk, under its lock.
+    line: Arc<LineState>,
     path: Path,
     open: bool,
     last: Option<u8>,
@@ -107,10 +118,10 @@ pub fn grow_pipe(fd: BorrowedFd<'_>) {
 impl Relay {
     /// `pipes`: the read ends of the child's stdout and stderr with the agent's streams they
     /// go to. `log`: the operation's log file (a duplicate of the caller's handle).
-    pub fn new(pipes: Vec<(OwnedFd, Arc<dyn Sink>)>, log: Option<File>) -> Self {
+    pub fn new(pipes: Vec<(OwnedFd, Destination)>, log: Option<File>) -> Self {
         let streams = pipes
             .into_iter()
-            .map(|(pipe, sink)| {
+            .map(|(pipe, Destination { sink, line })| {
                 let path = sink.fd().map_or(Path::Copy, path_for);
                 if path == Path::Tee {
                     if let Some(f) = sink.fd() {
@@ -120,6 +131,7 @@ impl Relay {
                 Stream {
                     pipe,
                     sink,
+                    line,
                     path,
                     open: true,
                     last: None,
@@ -170,7 +182,7 @@ impl Relay {
                     .collect()
             };
             for (i, is_ready) in ready {
-                if is_ready && !self.pump(i) {
+                if is_ready && !self.pump_framed(i) {
                     self.streams[i].open = false;
                 }
             }
@@ -181,11 +193,26 @@ impl Relay {
             }
         }
         Relayed {
-            last_bytes: self.streams.iter().map(|s| s.last).collect(),
             bytes: self.streams.iter().map(|s| s.bytes).collect(),
             tail: self.tail,
             log_error: self.log_error,
         }
+    }
+
+    /// [`Relay::pump`] under the stream's line lock, so that agent text written to the same
+    /// stream (a log record) comes before or after the chunk, and knows whether the chunk
+    /// ended its line (SPEC §8.4 line framing).
+    fn pump_framed(&mut self, i: usize) -> bool {
+        let line = self.streams[i].line.clone();
+        let mut open = line.lock();
+        let before = self.streams[i].bytes;
+        let more = self.pump(i);
+        if self.streams[i].bytes != before {
+            if let Some(last) = self.streams[i].last {
+                *open = last != b'\n';
+            }
+        }
+        more
     }
 
     /// Move one chunk of stream `i`. `false` at end-of-file (or an unreadable pipe).

@@ -470,6 +470,33 @@ fn output_ending_mid_line_gets_a_newline_before_the_next_print() {
     );
 }
 
+#[test]
+fn stderr_ending_mid_line_gets_a_newline_before_the_next_agent_record() {
+    use std::io::Write as _;
+    let (cfg, _out, err, _h) = config(None);
+    let rt = rt();
+    rt.block_on(cfg.run(&sh("printf 'no newline' >&2"), None))
+        .unwrap();
+    cfg.output
+        .log_writer()
+        .write_all(b"{\"record\":1}\n")
+        .unwrap();
+    rt.block_on(cfg.run(&sh("echo line >&2"), None)).unwrap();
+    cfg.output
+        .log_writer()
+        .write_all(b"{\"record\":2}\n")
+        .unwrap();
+    rt.block_on(cfg.run(&sh("printf 'x' >&2"), None)).unwrap();
+    cfg.output.eprint("message\n");
+    rt.block_on(cfg.run(&sh("printf 'y'"), None)).unwrap();
+    cfg.output.eprint("stdout's open line is not stderr's\n");
+    assert_eq!(
+        String::from_utf8(err.contents()).unwrap(),
+        "no newline\n{\"record\":1}\nline\n{\"record\":2}\nx\nmessage\n\
+         stdout's open line is not stderr's\n"
+    );
+}
+
 /// A directory holding `tool` (`contents`, mode 0755) and a PATH of `entries` directories
 /// ending with it.
 fn tool_in_path(contents: &str, entries: usize) -> (tempfile::TempDir, ProcessSpec) {
