@@ -151,10 +151,13 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
     };
     let started = Instant::now();
     let mut operations = Vec::new();
+    exec::leftovers::adopt();
     let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut operations);
     if let Err(e) = &result {
         log_failure(e, stage_mode.is_some(), &operations);
     }
+    // SPEC §8.4: what the operations left running is ended when the agent exits.
+    exec::leftovers::end(rt.stop_grace);
     log_run_finished(&result, &operations, started);
     match result {
         Ok(()) => ExitCode::SUCCESS,

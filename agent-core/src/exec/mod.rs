@@ -4,6 +4,7 @@
 
 mod cancel;
 mod image;
+pub mod leftovers;
 mod relay;
 pub mod usage;
 
@@ -451,9 +452,14 @@ impl Runner for ProcessRunner {
     /// Signal semantics (SPEC §10): the first cancellation lets the operation finish (it is
     /// judged by how it ends) unless `spec.first_signal` says to stop it; a forced
     /// cancellation or the timeout sends SIGTERM to the whole process group (so the package's
-    /// own cleanup runs), then SIGKILL after `stop_grace`. When the main process has exited,
-    /// whatever is left in its group (background grandchildren) is killed so that nothing
-    /// outlives the operation and the pipes reach end-of-file.
+    /// own cleanup runs), then SIGKILL after `stop_grace`; whatever is left in a group so
+    /// stopped is killed once its main process has exited.
+    ///
+    /// SPEC §8.4 leftover processes: the main process exiting ends the operation. What it
+    /// left running (a helper started with `&`, `nohup`, `setsid`) keeps running; its output
+    /// is relayed until the pipes have been idle for 2 s (at most 20 s, and not at all after
+    /// a second termination signal), then the pipes are let go with a warning naming the
+    /// processes that hold them. [`leftovers::end`] ends them when the agent exits.
     async fn run(
         &self,
         cfg: &Config,
@@ -471,6 +477,7 @@ impl Runner for ProcessRunner {
         // (see `relay`), and they get a larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
         let (err_r, err_w) = output_pipe().map_err(spawn_err)?;
+        let (drain, wake) = relay::drain_pair().map_err(spawn_err)?;
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(out_w))
@@ -546,6 +553,8 @@ impl Runner for ProcessRunner {
                 ),
             ],
             log,
+            wake,
+            relay::DrainPolicy::default(),
         );
         let mut relay = Some(tokio::task::spawn_blocking(move || relay.run()));
         // What the kernel accounts to the process, read once it has exited and before the
@@ -560,14 +569,29 @@ impl Runner for ProcessRunner {
         let mut cancelled = false;
         let mut forced = false;
         let mut timed_out = false;
+        // The group was told to stop (SIGTERM sent): what is left of it goes once the main
+        // process has exited.
+        let mut stopping = false;
+        // The relay was told to stop at once.
+        let mut let_go = false;
         // When the group was asked to stop: SIGKILL is due `stop_grace` later.
         let mut kill_at: Option<tokio::time::Instant> = None;
         let timeout_at = cfg.timeout.map(|t| tokio::time::Instant::now() + t);
-        let stop = |kill_at: &mut Option<tokio::time::Instant>| {
+        let stop = |kill_at: &mut Option<tokio::time::Instant>, stopping: &mut bool| {
             if kill_at.is_none() {
                 stop_group(pgid, Signal::SIGTERM);
+                *stopping = true;
                 *kill_at = Some(tokio::time::Instant::now() + cfg.stop_grace);
             }
+        };
+        // The main process was reaped, which ends the operation (and its duration): the
+        // relay goes on only while the pipes are busy.
+        let reaped = |st: std::process::ExitStatus, stopping: bool| {
+            if stopping {
+                stop_group(pgid, Signal::SIGKILL);
+            }
+            drain.main_exited();
+            (st, started.elapsed())
         };
 
         while status.is_none() || relay.is_some() {
@@ -580,16 +604,16 @@ impl Runner for ProcessRunner {
                     exit_wait = None;
                     accounted = r;
                     let st = child.wait().await.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
-                    status = Some(exited(st, pgid));
+                    status = Some(reaped(st, stopping));
                 }
                 r = child.wait(), if status.is_none() && exit_wait.is_none() => {
                     let st = r.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
-                    status = Some(exited(st, pgid));
+                    status = Some(reaped(st, stopping));
                 }
                 () = cfg.cancel.stop.cancelled(), if !cancelled && status.is_none() => {
                     cancelled = true;
                     match spec.first_signal {
-                        FirstSignal::Stop => stop(&mut kill_at),
+                        FirstSignal::Stop => stop(&mut kill_at, &mut stopping),
                         FirstSignal::Finish => warn!(
                             operation = %program,
                             pid = pgid.map_or(0, Pid::as_raw),
@@ -609,7 +633,13 @@ impl Runner for ProcessRunner {
                             "stopping the running operation: SIGTERM to its process group, SIGKILL after the grace period"
                         );
                     }
-                    stop(&mut kill_at);
+                    stop(&mut kill_at, &mut stopping);
+                }
+                // SPEC §10: a second signal does not wait for the pipes of what the operation
+                // left running.
+                () = cfg.cancel.force.cancelled(), if status.is_some() && relay.is_some() && !let_go => {
+                    let_go = true;
+                    drain.stop_now();
                 }
                 () = sleep_until(timeout_at), if !timed_out && status.is_none() && timeout_at.is_some() => {
                     // SPEC §10: the deadline can be noticed late (the agent was paused or
@@ -621,12 +651,12 @@ impl Runner for ProcessRunner {
                         accounted = accounted.or(a);
                         a.is_some()
                     });
-                    let reaped = if exited_now { child.try_wait().ok().flatten() } else { None };
-                    if let Some(st) = reaped {
-                        status = Some(exited(st, pgid));
+                    let reaped_now = if exited_now { child.try_wait().ok().flatten() } else { None };
+                    if let Some(st) = reaped_now {
+                        status = Some(reaped(st, stopping));
                     } else {
                         timed_out = true;
-                        stop(&mut kill_at);
+                        stop(&mut kill_at, &mut stopping);
                     }
                 }
                 () = sleep_until(kill_at), if kill_at.is_some() && status.is_none() => {
@@ -638,8 +668,26 @@ impl Runner for ProcessRunner {
         if let Some(recorder) = &self.recorder {
             recorder.finished();
         }
-        let status = status.expect("loop ends after wait");
+        let (status, duration) = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");
+        let held = leftovers::still_held(&relayed.held);
+        if !held.is_empty() {
+            let holders = leftovers::holding_pipes(&held);
+            if holders.is_empty() {
+                warn!(
+                    operation = %program,
+                    "a process the operation left running still holds its output; no longer \
+                     relaying it"
+                );
+            } else {
+                warn!(
+                    operation = %program,
+                    held_by = %leftovers::describe(&holders),
+                    "processes the operation left running still hold its output; no longer \
+                     relaying it"
+                );
+            }
+        }
         let termination = match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited(code),
             (None, Some(sig)) => Termination::Signalled(sig),
@@ -647,7 +695,7 @@ impl Runner for ProcessRunner {
         };
         Ok(Outcome {
             termination,
-            duration: started.elapsed(),
+            duration,
             timed_out,
             cancelled,
             log_error: log_error.or(relayed.log_error),
@@ -659,13 +707,6 @@ impl Runner for ProcessRunner {
             tail: relayed.tail.into_vec(),
         })
     }
-}
-
-/// The main process has exited: whatever is left in its group would keep the pipes open
-/// forever, so it goes too.
-fn exited(status: std::process::ExitStatus, pgid: Option<Pid>) -> std::process::ExitStatus {
-    stop_group(pgid, Signal::SIGKILL);
-    status
 }
 
 /// `1.2s`, for log lines.
