@@ -151,10 +151,13 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
     };
     let started = Instant::now();
     let mut operations = Vec::new();
+    exec::leftovers::adopt();
     let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut operations);
     if let Err(e) = &result {
         log_failure(e, stage_mode.is_some(), &operations);
     }
+    // SPEC §8.4: what the operations left running is ended when the agent exits.
+    exec::leftovers::end(rt.stop_grace);
     log_run_finished(&result, &operations, started);
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -557,9 +560,9 @@ fn init_logging(rt: &Runtime) {
     };
     // SPEC §10: a closed stderr must neither panic nor stop the run; the writer drops what
     // it cannot write, and the subscriber must not report that on the same stderr.
-    let stderr = Output::process().stderr;
+    let output = Output::process();
     let builder = tracing_subscriber::fmt()
-        .with_writer(move || exec::LossyWriter(stderr.clone()))
+        .with_writer(move || output.log_writer())
         .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)

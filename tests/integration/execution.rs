@@ -37,6 +37,13 @@ fn assert_spawn_failure(host: &FakeHost, run: &crate::util::Run) {
     );
     assert_eq!(host.ran_count("next.sh"), 0, "no later step starts");
     assert!(!run.out().contains("apply next.sh"), "{run:?}");
+    assert_failed_once(run);
+}
+
+/// The run's last line counts the operation that could not be spawned as failed.
+#[track_caller]
+fn assert_failed_once(run: &crate::util::Run) {
+    run.assert_stderr_line_contains(&["run finished", "result=failed", "ran=1", "failed=1"]);
 }
 
 #[test]
@@ -95,6 +102,114 @@ fn an_interrupt_command_without_a_shebang_is_an_exec_format_error() {
         !run.out().contains("systemctl restart a.service"),
         "nothing after the failed operation: {run:?}"
     );
+    assert_failed_once(&run);
+}
+
+#[test]
+fn a_missing_interpreter_is_named_and_the_step_counted_failed() {
+    require_root!();
+    let host = FakeHost::new();
+    package_with_bad_first_step(
+        &host,
+        b"#!/bin/does-not-exist\necho ran > /var/tmp/ran-by-sh\n",
+    );
+    let run = host.stage("apply");
+    run.assert_code(1);
+    // The file exists: what is missing is the interpreter its `#!` line names.
+    run.assert_stderr_line_contains(&[
+        "ERROR",
+        &format!(
+            "running step \"bad.sh\": interpreter \"/bin/does-not-exist\" of \
+             {COPY_DIR}/skyhook_dir/bad.sh not found"
+        ),
+    ]);
+    assert!(
+        !run.err().contains("No such file or directory"),
+        "the step file is not missing: {run:?}"
+    );
+    assert_failed_once(&run);
+    assert!(host.files_under(PKG_FLAGS).is_empty(), "{run:?}");
+    assert_eq!(host.ran_count("next.sh"), 0, "no later step starts");
+    let record: serde_json::Value =
+        serde_json::from_str(&host.read_string(&format!("{STATE}/results/pkg/1.0.0/apply.json")))
+            .unwrap();
+    assert_eq!(record["operations"][0]["operation"], "bad.sh", "{record:#}");
+    assert_eq!(record["operations"][0]["succeeded"], false, "{record:#}");
+}
+
+/// A package whose first step writes `stderr` (no final newline) to its stderr.
+fn package_writing_to_stderr(host: &FakeHost, stderr: &str) {
+    let pkg = Package::new()
+        .step(
+            "apply",
+            Step::new("s1.sh").script(&format!("#!/bin/sh\nprintf '{stderr}' >&2\n")),
+        )
+        .step("apply", Step::new("s2.sh"))
+        .step("apply-check", Step::new("s1_check.sh"));
+    host.install(&pkg);
+}
+
+/// SPEC §8.4: the step's bytes as they were in its log.
+#[track_caller]
+fn assert_logged_as_written(host: &FakeHost, path: &str, bytes: &str) {
+    let logs = host.files_under(PKG_LOGS);
+    let log = logs
+        .iter()
+        .find(|l| l.starts_with(&format!("{path}-")))
+        .unwrap_or_else(|| panic!("no log of {path} in {logs:?}"));
+    assert_eq!(host.read_string(&format!("{PKG_LOGS}/{log}")), bytes);
+}
+
+#[test]
+fn a_log_record_after_stderr_without_a_final_newline_starts_its_own_line() {
+    require_root!();
+    let host = FakeHost::new();
+    package_writing_to_stderr(&host, "stderr without newline");
+    let run = host.stage("apply");
+    run.assert_success();
+    let err = run.err();
+    let next = err
+        .split_once("stderr without newline\n")
+        .and_then(|(_, rest)| rest.lines().next())
+        .unwrap_or_else(|| panic!("the step's line was not ended: {run:?}"));
+    assert!(
+        next.starts_with("20") && next.contains(" INFO step finished ") && next.contains("s1.sh"),
+        "the agent's next record starts a line: {run:?}"
+    );
+    assert!(
+        !err.contains("\n\n"),
+        "no blank line where a line was already ended: {run:?}"
+    );
+    assert_logged_as_written(&host, "s1.sh", "stderr without newline");
+}
+
+#[test]
+fn a_json_log_stays_one_object_per_line_after_stderr_without_a_final_newline() {
+    require_root!();
+    let host = FakeHost::new();
+    package_writing_to_stderr(&host, "no newline");
+    let run = host.run("apply", &[("SKYHOOK_AGENT_LOG_FORMAT", "json")]);
+    run.assert_success();
+    let err = run.err();
+    let mut step_lines = 0;
+    for line in err.lines() {
+        if line == "no newline" {
+            step_lines += 1;
+            continue;
+        }
+        // The other step writes whole lines of its own.
+        if line.starts_with("[s2.sh]") {
+            continue;
+        }
+        let record: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not one JSON object: {line:?} ({e}): {run:?}"));
+        assert!(record["timestamp"].is_string(), "{line}");
+    }
+    assert_eq!(
+        step_lines, 1,
+        "the step's bytes on a line of their own: {run:?}"
+    );
+    assert_logged_as_written(&host, "s1.sh", "no newline");
 }
 
 #[test]
@@ -124,16 +239,7 @@ fn a_header_after_output_without_a_final_newline_starts_its_own_line() {
         ),
         "every header starts a line, and no blank line is added: {run:?}"
     );
-    // The log keeps the step's bytes as they were.
-    let logs = host.files_under(PKG_LOGS);
-    let s1_log = logs
-        .iter()
-        .find(|l| l.starts_with("s1.sh-"))
-        .unwrap_or_else(|| panic!("no log of s1.sh in {logs:?}"));
-    assert_eq!(
-        host.read_string(&format!("{PKG_LOGS}/{s1_log}")),
-        "last line without newline"
-    );
+    assert_logged_as_written(&host, "s1.sh", "last line without newline");
 }
 
 #[test]

@@ -44,6 +44,7 @@ mod execution;
 mod harness;
 mod help;
 mod interrupts;
+mod leftovers;
 mod logs;
 mod malformed;
 mod messages;

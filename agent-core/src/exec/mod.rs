@@ -3,16 +3,17 @@
 //! cancellation, timeouts.
 
 mod cancel;
+mod image;
+pub mod leftovers;
 mod relay;
 pub mod usage;
 
 pub use cancel::Cancellation;
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -115,14 +116,19 @@ impl Sink for FdSink {
     }
 }
 
-/// `io::Write` over a [`Sink`] that never fails: for the log writer, whose output is
-/// diagnostics and must not stop (or crash) the agent when stderr is closed (SPEC §10).
+/// `io::Write` over the agent's stderr that never fails: for the log writer, whose output is
+/// diagnostics and must not stop (or crash) the agent when stderr is closed (SPEC §10). Each
+/// record starts a line, whatever a step wrote last (SPEC §8.4). Made by
+/// [`Output::log_writer`].
 #[derive(Clone)]
-pub struct LossyWriter(pub Arc<dyn Sink>);
+pub struct LossyWriter {
+    sink: Arc<dyn Sink>,
+    line: Arc<LineState>,
+}
 
 impl io::Write for LossyWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = self.0.write_all(buf);
+        self.line.write_line_start(&*self.sink, buf);
         Ok(buf.len())
     }
 
@@ -148,13 +154,46 @@ impl Sink for MemorySink {
     }
 }
 
+/// Whether the bytes last relayed to one of the agent's streams left a line open, behind the
+/// lock that orders the relay's chunks and the agent's own text on that stream (SPEC §8.4
+/// line framing).
+#[derive(Debug, Default)]
+pub struct LineState(Mutex<bool>);
+
+impl LineState {
+    fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Write agent text (one or more whole lines) so that it starts a line: after a newline
+    /// when an operation's output left its last line open. Errors are ignored, as for every
+    /// write of the agent's own text (SPEC §10).
+    fn write_line_start(&self, sink: &dyn Sink, text: &[u8]) {
+        if text.is_empty() {
+            return;
+        }
+        let mut open = self.lock();
+        if *open {
+            let mut framed = Vec::with_capacity(text.len() + 1);
+            framed.push(b'\n');
+            framed.extend_from_slice(text);
+            let _ = sink.write_all(&framed);
+        } else {
+            let _ = sink.write_all(text);
+        }
+        *open = false;
+    }
+}
+
 /// The agent's two output streams.
 #[derive(Clone)]
 pub struct Output {
     pub stdout: Arc<dyn Sink>,
     pub stderr: Arc<dyn Sink>,
-    /// The bytes last relayed from an operation's stdout did not end with a newline.
-    open_line: Arc<AtomicBool>,
+    stdout_line: Arc<LineState>,
+    stderr_line: Arc<LineState>,
 }
 
 impl std::fmt::Debug for Output {
@@ -168,7 +207,8 @@ impl Output {
         Self {
             stdout,
             stderr,
-            open_line: Arc::new(AtomicBool::new(false)),
+            stdout_line: Arc::default(),
+            stderr_line: Arc::default(),
         }
     }
 
@@ -192,24 +232,24 @@ impl Output {
     /// SPEC §8.4 line framing: when an operation's output did not end its last line, a
     /// newline goes first, so the text (an execution header) starts a line.
     pub fn print(&self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        if self.open_line.swap(false, Ordering::Relaxed) {
-            let _ = self.stdout.write_all(format!("\n{text}").as_bytes());
-        } else {
-            let _ = self.stdout.write_all(text.as_bytes());
-        }
+        self.stdout_line
+            .write_line_start(&*self.stdout, text.as_bytes());
     }
 
-    /// Print agent text on stderr, ignoring errors like [`Output::print`].
+    /// Print agent text on stderr, framed and ignoring errors like [`Output::print`].
     pub fn eprint(&self, text: &str) {
-        let _ = self.stderr.write_all(text.as_bytes());
+        self.stderr_line
+            .write_line_start(&*self.stderr, text.as_bytes());
     }
 
-    /// Remember how an operation's stdout ended (its last relayed byte).
-    fn relayed_stdout(&self, last: u8) {
-        self.open_line.store(last != b'\n', Ordering::Relaxed);
+    /// The writer of the agent's log records: stderr, framed like [`Output::eprint`], so that
+    /// a record never continues a line a step left open (SPEC §8.4: a JSON log stays one
+    /// object per line).
+    pub fn log_writer(&self) -> LossyWriter {
+        LossyWriter {
+            sink: self.stderr.clone(),
+            line: self.stderr_line.clone(),
+        }
     }
 }
 
@@ -333,6 +373,10 @@ pub enum ExecError {
     /// SPEC §8.4: `ENOEXEC` is never retried through `/bin/sh`.
     #[error("spawning {program}: exec format error (no `#!` line, or built for another machine)")]
     ExecFormat { program: String },
+    /// The file exists, but the interpreter its `#!` line names does not (exec says `ENOENT`
+    /// for both).
+    #[error("interpreter {interpreter:?} of {file} not found")]
+    Interpreter { file: String, interpreter: String },
     #[error("waiting for {program}")]
     Wait {
         program: String,
@@ -408,9 +452,14 @@ impl Runner for ProcessRunner {
     /// Signal semantics (SPEC §10): the first cancellation lets the operation finish (it is
     /// judged by how it ends) unless `spec.first_signal` says to stop it; a forced
     /// cancellation or the timeout sends SIGTERM to the whole process group (so the package's
-    /// own cleanup runs), then SIGKILL after `stop_grace`. When the main process has exited,
-    /// whatever is left in its group (background grandchildren) is killed so that nothing
-    /// outlives the operation and the pipes reach end-of-file.
+    /// own cleanup runs), then SIGKILL after `stop_grace`; whatever is left in a group so
+    /// stopped is killed once its main process has exited.
+    ///
+    /// SPEC §8.4 leftover processes: the main process exiting ends the operation. What it
+    /// left running (a helper started with `&`, `nohup`, `setsid`) keeps running; its output
+    /// is relayed until the pipes have been idle for 2 s (at most 20 s, and not at all after
+    /// a second termination signal), then the pipes are let go with a warning naming the
+    /// processes that hold them. [`leftovers::end`] ends them when the agent exits.
     async fn run(
         &self,
         cfg: &Config,
@@ -422,21 +471,25 @@ impl Runner for ProcessRunner {
             program: program.clone(),
             source,
         };
-        let image = ExecImage::new(spec).map_err(spawn_err)?;
+        let image = image::ExecImage::new(spec).map_err(spawn_err)?;
+        let candidates = image.candidate_paths();
         // Our own pipes rather than `Stdio::piped()`: the relay thread owns the read ends
         // (see `relay`), and they get a larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
         let (err_r, err_w) = output_pipe().map_err(spawn_err)?;
+        let (drain, wake) = relay::drain_pair().map_err(spawn_err)?;
         let mut cmd = tokio::process::Command::new(&spec.program);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::from(out_w))
             .stderr(Stdio::from(err_w))
             .process_group(0)
             .kill_on_drop(false);
-        if spec.chroot.is_none() && image.candidates.len() == 1 {
+        if spec.chroot.is_none() && !image.searches_path {
             // Nothing to do between fork and exec, and no PATH search: the standard library
             // spawns with posix_spawn(3), which fails with ENOEXEC instead of trying the
-            // shell (glibc >= 2.15; pinned by the unit tests) and costs no fork.
+            // shell (glibc >= 2.15; pinned by the unit tests) and costs no fork. A program
+            // without a `/`, whatever the number of PATH entries, would go through the
+            // library's own search (execvp), which runs such a file with /bin/sh.
             cmd.args(&spec.args)
                 .env_clear()
                 .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -457,14 +510,14 @@ impl Runner for ProcessRunner {
         // The command holds our copies of the write ends: only once they are closed can the
         // pipes reach end-of-file when the child's side closes.
         drop(cmd);
-        let mut child = spawned.map_err(|source| {
-            if source.raw_os_error() == Some(libc::ENOEXEC) {
-                ExecError::ExecFormat {
-                    program: program.clone(),
-                }
-            } else {
-                spawn_err(source)
+        let mut child = spawned.map_err(|source| match source.raw_os_error() {
+            Some(libc::ENOEXEC) => ExecError::ExecFormat {
+                program: program.clone(),
+            },
+            Some(libc::ENOENT) => {
+                image::missing_interpreter(spec, &candidates).unwrap_or_else(|| spawn_err(source))
             }
+            _ => spawn_err(source),
         })?;
         let pgid = child
             .id()
@@ -484,10 +537,24 @@ impl Runner for ProcessRunner {
         });
         let relay = relay::Relay::new(
             vec![
-                (out_r, cfg.output.stdout.clone()),
-                (err_r, cfg.output.stderr.clone()),
+                (
+                    out_r,
+                    relay::Destination::new(
+                        cfg.output.stdout.clone(),
+                        cfg.output.stdout_line.clone(),
+                    ),
+                ),
+                (
+                    err_r,
+                    relay::Destination::new(
+                        cfg.output.stderr.clone(),
+                        cfg.output.stderr_line.clone(),
+                    ),
+                ),
             ],
             log,
+            wake,
+            relay::DrainPolicy::default(),
         );
         let mut relay = Some(tokio::task::spawn_blocking(move || relay.run()));
         // What the kernel accounts to the process, read once it has exited and before the
@@ -502,14 +569,29 @@ impl Runner for ProcessRunner {
         let mut cancelled = false;
         let mut forced = false;
         let mut timed_out = false;
+        // The group was told to stop (SIGTERM sent): what is left of it goes once the main
+        // process has exited.
+        let mut stopping = false;
+        // The relay was told to stop at once.
+        let mut let_go = false;
         // When the group was asked to stop: SIGKILL is due `stop_grace` later.
         let mut kill_at: Option<tokio::time::Instant> = None;
         let timeout_at = cfg.timeout.map(deadline_after);
-        let stop = |kill_at: &mut Option<tokio::time::Instant>| {
+        let stop = |kill_at: &mut Option<tokio::time::Instant>, stopping: &mut bool| {
             if kill_at.is_none() {
                 stop_group(pgid, Signal::SIGTERM);
+                *stopping = true;
                 *kill_at = Some(deadline_after(cfg.stop_grace));
             }
+        };
+        // The main process was reaped, which ends the operation (and its duration): the
+        // relay goes on only while the pipes are busy.
+        let reaped = |st: std::process::ExitStatus, stopping: bool| {
+            if stopping {
+                stop_group(pgid, Signal::SIGKILL);
+            }
+            drain.main_exited();
+            (st, started.elapsed())
         };
 
         while status.is_none() || relay.is_some() {
@@ -522,16 +604,16 @@ impl Runner for ProcessRunner {
                     exit_wait = None;
                     accounted = r;
                     let st = child.wait().await.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
-                    status = Some(exited(st, pgid));
+                    status = Some(reaped(st, stopping));
                 }
                 r = child.wait(), if status.is_none() && exit_wait.is_none() => {
                     let st = r.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
-                    status = Some(exited(st, pgid));
+                    status = Some(reaped(st, stopping));
                 }
                 () = cfg.cancel.stop.cancelled(), if !cancelled && status.is_none() => {
                     cancelled = true;
                     match spec.first_signal {
-                        FirstSignal::Stop => stop(&mut kill_at),
+                        FirstSignal::Stop => stop(&mut kill_at, &mut stopping),
                         FirstSignal::Finish => warn!(
                             operation = %program,
                             pid = pgid.map_or(0, Pid::as_raw),
@@ -551,7 +633,13 @@ impl Runner for ProcessRunner {
                             "stopping the running operation: SIGTERM to its process group, SIGKILL after the grace period"
                         );
                     }
-                    stop(&mut kill_at);
+                    stop(&mut kill_at, &mut stopping);
+                }
+                // SPEC §10: a second signal does not wait for the pipes of what the operation
+                // left running.
+                () = cfg.cancel.force.cancelled(), if status.is_some() && relay.is_some() && !let_go => {
+                    let_go = true;
+                    drain.stop_now();
                 }
                 () = sleep_until(timeout_at), if !timed_out && status.is_none() && timeout_at.is_some() => {
                     // SPEC §10: the deadline can be noticed late (the agent was paused or
@@ -563,12 +651,12 @@ impl Runner for ProcessRunner {
                         accounted = accounted.or(a);
                         a.is_some()
                     });
-                    let reaped = if exited_now { child.try_wait().ok().flatten() } else { None };
-                    if let Some(st) = reaped {
-                        status = Some(exited(st, pgid));
+                    let reaped_now = if exited_now { child.try_wait().ok().flatten() } else { None };
+                    if let Some(st) = reaped_now {
+                        status = Some(reaped(st, stopping));
                     } else {
                         timed_out = true;
-                        stop(&mut kill_at);
+                        stop(&mut kill_at, &mut stopping);
                     }
                 }
                 () = sleep_until(kill_at), if kill_at.is_some() && status.is_none() => {
@@ -580,10 +668,25 @@ impl Runner for ProcessRunner {
         if let Some(recorder) = &self.recorder {
             recorder.finished();
         }
-        let status = status.expect("loop ends after wait");
+        let (status, duration) = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");
-        if let Some(last) = relayed.last_bytes.first().copied().flatten() {
-            cfg.output.relayed_stdout(last);
+        let held = leftovers::still_held(&relayed.held);
+        if !held.is_empty() {
+            let holders = leftovers::holding_pipes(&held);
+            if holders.is_empty() {
+                warn!(
+                    operation = %program,
+                    "a process the operation left running still holds its output; no longer \
+                     relaying it"
+                );
+            } else {
+                warn!(
+                    operation = %program,
+                    held_by = %leftovers::describe(&holders),
+                    "processes the operation left running still hold its output; no longer \
+                     relaying it"
+                );
+            }
         }
         let termination = match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited(code),
@@ -592,7 +695,7 @@ impl Runner for ProcessRunner {
         };
         Ok(Outcome {
             termination,
-            duration: started.elapsed(),
+            duration,
             timed_out,
             cancelled,
             log_error: log_error.or(relayed.log_error),
@@ -606,150 +709,9 @@ impl Runner for ProcessRunner {
     }
 }
 
-/// The main process has exited: whatever is left in its group would keep the pipes open
-/// forever, so it goes too.
-fn exited(status: std::process::ExitStatus, pgid: Option<Pid>) -> std::process::ExitStatus {
-    stop_group(pgid, Signal::SIGKILL);
-    status
-}
-
 /// `1.2s`, for log lines.
 fn format_running(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
-}
-
-/// Everything `execve(2)` needs, built before the fork: the child may only make
-/// async-signal-safe calls, so it allocates nothing.
-///
-/// SPEC §8.4: the program runs with `execve` semantics. glibc's `execvp` (what the standard
-/// library calls after a fork) runs a file the kernel refuses with `ENOEXEC` through
-/// `/bin/sh`, so a step without a `#!` line, or built for another machine, would run as a
-/// shell script; here `ENOEXEC` fails the spawn.
-struct ExecImage {
-    chroot: Option<CString>,
-    cwd: CString,
-    /// The files to try in order: the program itself when it names a path, else the program
-    /// in each PATH directory (PATH of the child's environment, resolved inside the chroot).
-    candidates: Vec<CString>,
-    _argv: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    _envp: Vec<CString>,
-    envp: Vec<*const libc::c_char>,
-}
-
-// SAFETY: the raw pointers point into the heap buffers of the `CString`s the image owns,
-// which never move (moving a `CString` does not move its buffer) or change while the image
-// lives; the image is only read, in the child after fork. `pre_exec` needs a `Send + Sync`
-// closure, and the pointer arrays must exist before the fork (the child may not allocate).
-unsafe impl Send for ExecImage {}
-// SAFETY: as for `Send`: nothing mutates the image once built.
-unsafe impl Sync for ExecImage {}
-
-/// glibc's search path when PATH is unset (`confstr(_CS_PATH)`).
-const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
-
-impl ExecImage {
-    fn new(spec: &ProcessSpec) -> io::Result<Self> {
-        let c = |bytes: &[u8]| {
-            CString::new(bytes)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"))
-        };
-        let program = spec.program.as_os_str().as_bytes();
-        let candidates = if program.contains(&b'/') {
-            vec![c(program)?]
-        } else if program.is_empty() {
-            Vec::new()
-        } else {
-            let path = spec
-                .env
-                .iter()
-                .rev()
-                .find(|(k, _)| k == "PATH")
-                .map_or(DEFAULT_PATH, |(_, v)| v.as_bytes());
-            path.split(|b| *b == b':')
-                .map(|dir| {
-                    // An empty entry is the current directory, as for execvp.
-                    let dir = if dir.is_empty() { b".".as_slice() } else { dir };
-                    let mut file = dir.to_vec();
-                    if !file.ends_with(b"/") {
-                        file.push(b'/');
-                    }
-                    file.extend_from_slice(program);
-                    c(&file)
-                })
-                .collect::<io::Result<_>>()?
-        };
-        let argv_strings: Vec<CString> = std::iter::once(Ok(c(program)?))
-            .chain(spec.args.iter().map(|a| c(a.as_bytes())))
-            .collect::<io::Result<_>>()?;
-        let envp_strings: Vec<CString> = spec
-            .env
-            .iter()
-            .map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                c(&kv)
-            })
-            .collect::<io::Result<_>>()?;
-        let pointers = |strings: &[CString]| {
-            strings
-                .iter()
-                .map(|s| s.as_ptr())
-                .chain(std::iter::once(std::ptr::null()))
-                .collect::<Vec<_>>()
-        };
-        Ok(Self {
-            chroot: spec
-                .chroot
-                .as_deref()
-                .map(|r| c(r.as_os_str().as_bytes()))
-                .transpose()?,
-            cwd: c(OsStr::as_bytes(spec.cwd.as_os_str()))?,
-            candidates,
-            argv: pointers(&argv_strings),
-            _argv: argv_strings,
-            envp: pointers(&envp_strings),
-            _envp: envp_strings,
-        })
-    }
-
-    /// In the child: chroot, chdir, exec. Returns only on failure, with the error to report.
-    ///
-    /// Runs between fork and exec, so it only makes async-signal-safe system calls on what
-    /// `new` built, and allocates nothing (nix's `chroot`/`chdir` pass a `CStr` through as is).
-    fn exec(&self) -> io::Error {
-        if let Some(root) = &self.chroot {
-            if let Err(e) = nix::unistd::chroot(root.as_c_str()) {
-                return e.into();
-            }
-        }
-        if let Err(e) = nix::unistd::chdir(self.cwd.as_c_str()) {
-            return e.into();
-        }
-        // execvp's search rules, minus its shell fallback: skip directories where the file
-        // is missing, remember a permission error, stop at any other error.
-        let mut denied = false;
-        for file in &self.candidates {
-            // SAFETY: `file` is a NUL-terminated string and `argv`/`envp` NULL-terminated
-            // arrays of pointers into NUL-terminated strings, all owned by `self` and alive
-            // until the call returns (it returns only on failure). nix's `execve` would build
-            // these arrays itself, allocating in the child after fork, which is not
-            // async-signal-safe.
-            unsafe {
-                libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EACCES) => denied = true,
-                Some(
-                    libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT,
-                ) if self.candidates.len() > 1 => {}
-                _ => return err,
-            }
-        }
-        io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT })
-    }
 }
 
 /// A pipe for one of the child's output streams: (read end for the relay, write end for the

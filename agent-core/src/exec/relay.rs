@@ -2,8 +2,11 @@
 //! own streams and to the log file, in arrival order, in constant memory (SPEC §8.4, §8.10).
 //!
 //! It runs on a blocking thread (`poll(2)` on the two pipes) while the async side waits for the
-//! process, cancellation and timeouts. Each chunk takes the cheapest path the kernel offers for
-//! the agent's stream:
+//! process, cancellation and timeouts. Once the operation's main process has exited, the async
+//! side says so through a [`Drain`]: whatever still holds the pipes then (a helper the step
+//! left running) is relayed until the pipes have been idle for [`DrainPolicy::idle`], and
+//! never longer than [`DrainPolicy::limit`] (SPEC §8.4 leftover processes). Each chunk takes
+//! the cheapest path the kernel offers for the agent's stream:
 //!
 //! - a pipe (a container's stdout): `tee(2)` duplicates the chunk into it without copying,
 //!   then `splice(2)` moves it into the log (or to `/dev/null` when there is no log);
@@ -20,13 +23,15 @@ use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{self, FcntlArg, OFlag, SpliceFFlags};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::stat::{SFlag, fstat};
 
-use super::{Sink, TAIL_BYTES, Tail};
+use super::{LineState, Sink, TAIL_BYTES, Tail};
 
 /// Capacity asked for the operation's pipes and for the agent's own streams when they are
 /// pipes: fewer wake-ups and larger zero-copy moves per chunk. The kernel caps it at
@@ -40,17 +45,121 @@ const COPY_BUFFER: usize = 64 * 1024;
 /// path: for interactive output that is fewer system calls than splicing.
 const SMALL_CHUNK: usize = 16 * 1024;
 
-/// What the relay hands back once both pipes reached end-of-file.
+/// How long the relay goes on once the operation's main process has exited (SPEC §8.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainPolicy {
+    /// Stop once the pipes have been idle this long after the exit (the Go agent's
+    /// `WaitDelay`).
+    pub idle: Duration,
+    /// Stop this long after the exit whatever arrives: a helper that never stops writing
+    /// must not hold the agent.
+    pub limit: Duration,
+}
+
+impl Default for DrainPolicy {
+    fn default() -> Self {
+        Self {
+            idle: Duration::from_secs(2),
+            limit: Duration::from_secs(20),
+        }
+    }
+}
+
+/// How long a relay told to stop at once still takes what the pipes hold or are about to get
+/// (the last words of the main process, a stopped group's end-of-file), at most.
+const FINAL_SWEEP: Duration = Duration::from_millis(100);
+
+/// [`Drain`] states.
+const RUNNING: u8 = 0;
+const EXITED: u8 = 1;
+const STOP: u8 = 2;
+
+/// The async side's hold on a running relay: it says when the main process exited, or that
+/// the relay must stop at once (a second termination signal). Each call wakes the relay.
+#[derive(Debug)]
+pub struct Drain {
+    state: Arc<AtomicU8>,
+    wake: OwnedFd,
+}
+
+/// The relay's side of a [`Drain`].
+#[derive(Debug)]
+pub struct Wake {
+    state: Arc<AtomicU8>,
+    fd: OwnedFd,
+}
+
+/// A [`Drain`] and the [`Wake`] to hand to [`Relay::new`]: made before the spawn, so that no
+/// failure can come between starting a process and relaying its output.
+pub fn drain_pair() -> io::Result<(Drain, Wake)> {
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    Ok((
+        Drain {
+            state: state.clone(),
+            wake: w,
+        },
+        Wake { state, fd: r },
+    ))
+}
+
+impl Drain {
+    /// The main process has exited: relay what is left until the pipes are idle.
+    pub fn main_exited(&self) {
+        let _ = self
+            .state
+            .compare_exchange(RUNNING, EXITED, Ordering::SeqCst, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Stop relaying now: what the pipes already hold is taken, then they are let go.
+    pub fn stop_now(&self) {
+        self.state.store(STOP, Ordering::SeqCst);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        // A full wake pipe already holds a wake-up.
+        let _ = nix::unistd::write(&self.wake, &[1]);
+    }
+}
+
+impl Wake {
+    /// Empty the wake pipe and say what the async side asked for.
+    fn take(&self) -> u8 {
+        let mut buf = [0u8; 64];
+        while let Ok(n) = nix::unistd::read(&self.fd, &mut buf) {
+            if n == 0 {
+                break;
+            }
+        }
+        self.state.load(Ordering::SeqCst)
+    }
+}
+
+/// One of the agent's streams as the relay writes it: the sink and its line state.
+pub struct Destination {
+    sink: Arc<dyn Sink>,
+    line: Arc<LineState>,
+}
+
+impl Destination {
+    pub fn new(sink: Arc<dyn Sink>, line: Arc<LineState>) -> Self {
+        Self { sink, line }
+    }
+}
+
+/// What the relay hands back once both pipes reached end-of-file, or it stopped waiting.
 #[derive(Debug)]
 pub struct Relayed {
     pub tail: Tail,
     /// The first error writing the log; output to the agent's streams continued.
     pub log_error: Option<String>,
-    /// The last byte taken from each pipe, in the order the pipes were given (`None`: the
-    /// stream was empty), for the line framing of SPEC §8.4.
-    pub last_bytes: Vec<Option<u8>>,
-    /// Bytes taken from each pipe, in the same order.
+    /// Bytes taken from each pipe, in the order the pipes were given.
     pub bytes: Vec<u64>,
+    /// The pipes that had not reached end-of-file when the relay stopped (their read ends):
+    /// a process the operation left behind may hold their write ends.
+    pub held: Vec<OwnedFd>,
 }
 
 /// How a chunk reaches the agent's stream.
@@ -69,6 +178,8 @@ struct Stream {
     pipe: OwnedFd,
     /// The agent's stream (its descriptor, [`Sink::fd`], feeds the zero-copy paths).
     sink: Arc<dyn Sink>,
+    /// Whether the agent's stream is left mid-line; updated with each chunk, under its lock.
+    line: Arc<LineState>,
     path: Path,
     open: bool,
     last: Option<u8>,
@@ -79,6 +190,8 @@ struct Stream {
 /// One operation's relay: both pipes, the log, the tail.
 pub struct Relay {
     streams: Vec<Stream>,
+    wake: Wake,
+    policy: DrainPolicy,
     log: Option<File>,
     /// The log was opened `O_APPEND`, which `splice(2)` refuses; restored at the end.
     log_append: bool,
@@ -106,11 +219,17 @@ pub fn grow_pipe(fd: BorrowedFd<'_>) {
 
 impl Relay {
     /// `pipes`: the read ends of the child's stdout and stderr with the agent's streams they
-    /// go to. `log`: the operation's log file (a duplicate of the caller's handle).
-    pub fn new(pipes: Vec<(OwnedFd, Arc<dyn Sink>)>, log: Option<File>) -> Self {
+    /// go to. `log`: the operation's log file (a duplicate of the caller's handle). `wake`:
+    /// what the async side says through the [`Drain`] of the same pair.
+    pub fn new(
+        pipes: Vec<(OwnedFd, Destination)>,
+        log: Option<File>,
+        wake: Wake,
+        policy: DrainPolicy,
+    ) -> Self {
         let streams = pipes
             .into_iter()
-            .map(|(pipe, sink)| {
+            .map(|(pipe, Destination { sink, line })| {
                 let path = sink.fd().map_or(Path::Copy, path_for);
                 if path == Path::Tee {
                     if let Some(f) = sink.fd() {
@@ -120,6 +239,7 @@ impl Relay {
                 Stream {
                     pipe,
                     sink,
+                    line,
                     path,
                     open: true,
                     last: None,
@@ -129,6 +249,8 @@ impl Relay {
             .collect();
         let mut relay = Self {
             streams,
+            wake,
+            policy,
             log: None,
             log_append: false,
             log_splice: false,
@@ -145,33 +267,75 @@ impl Relay {
         relay
     }
 
-    /// Relay until both pipes reach end-of-file.
+    /// Relay until both pipes reach end-of-file, or until the [`Drain`] ends it: at once, or
+    /// by the [`DrainPolicy`] once the main process has exited.
     pub fn run(mut self) -> Relayed {
+        // When the main process exited, and when a byte last arrived since.
+        let mut exited: Option<Instant> = None;
+        let mut last_data = Instant::now();
+        // Told to stop: what the pipes already hold (the main process's last words) is still
+        // taken, until this deadline.
+        let mut stop_by: Option<Instant> = None;
         loop {
-            let ready: Vec<(usize, bool)> = {
-                let open: Vec<usize> = (0..self.streams.len())
-                    .filter(|&i| self.streams[i].open)
-                    .collect();
-                if open.is_empty() {
-                    break;
+            let open: Vec<usize> = (0..self.streams.len())
+                .filter(|&i| self.streams[i].open)
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            let timeout = match (stop_by, exited) {
+                (Some(by), _) => match by.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => poll_timeout(left),
+                    _ => break,
+                },
+                (None, None) => PollTimeout::NONE,
+                (None, Some(at)) => {
+                    let end = (last_data.max(at) + self.policy.idle).min(at + self.policy.limit);
+                    match end.checked_duration_since(Instant::now()) {
+                        Some(left) if !left.is_zero() => poll_timeout(left),
+                        _ => break,
+                    }
                 }
+            };
+            let (ready, woken) = {
                 let mut fds: Vec<PollFd<'_>> = open
                     .iter()
                     .map(|&i| PollFd::new(self.streams[i].pipe.as_fd(), PollFlags::POLLIN))
+                    .chain(std::iter::once(PollFd::new(
+                        self.wake.fd.as_fd(),
+                        PollFlags::POLLIN,
+                    )))
                     .collect();
-                match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+                match nix::poll::poll(&mut fds, timeout) {
                     Ok(_) | Err(Errno::EINTR) => {}
                     // Cannot happen with valid descriptors; stop rather than spin.
                     Err(_) => break,
                 }
-                open.iter()
+                let woken = fds.last().and_then(PollFd::any).unwrap_or(false);
+                let ready: Vec<(usize, bool)> = open
+                    .iter()
                     .zip(&fds)
                     .map(|(&i, fd)| (i, fd.any().unwrap_or(true)))
-                    .collect()
+                    .collect();
+                (ready, woken)
             };
+            if woken {
+                match self.wake.take() {
+                    STOP if stop_by.is_none() => stop_by = Some(Instant::now() + FINAL_SWEEP),
+                    EXITED if exited.is_none() => exited = Some(Instant::now()),
+                    _ => {}
+                }
+            }
             for (i, is_ready) in ready {
-                if is_ready && !self.pump(i) {
+                if !is_ready {
+                    continue;
+                }
+                let before = self.streams[i].bytes;
+                if !self.pump_framed(i) {
                     self.streams[i].open = false;
+                }
+                if self.streams[i].bytes != before {
+                    last_data = Instant::now();
                 }
             }
         }
@@ -181,11 +345,32 @@ impl Relay {
             }
         }
         Relayed {
-            last_bytes: self.streams.iter().map(|s| s.last).collect(),
             bytes: self.streams.iter().map(|s| s.bytes).collect(),
             tail: self.tail,
             log_error: self.log_error,
+            held: self
+                .streams
+                .into_iter()
+                .filter(|s| s.open)
+                .map(|s| s.pipe)
+                .collect(),
         }
+    }
+
+    /// [`Relay::pump`] under the stream's line lock, so that agent text written to the same
+    /// stream (a log record) comes before or after the chunk, and knows whether the chunk
+    /// ended its line (SPEC §8.4 line framing).
+    fn pump_framed(&mut self, i: usize) -> bool {
+        let line = self.streams[i].line.clone();
+        let mut open = line.lock();
+        let before = self.streams[i].bytes;
+        let more = self.pump(i);
+        if self.streams[i].bytes != before {
+            if let Some(last) = self.streams[i].last {
+                *open = last != b'\n';
+            }
+        }
+        more
     }
 
     /// Move one chunk of stream `i`. `false` at end-of-file (or an unreadable pipe).
@@ -505,6 +690,13 @@ fn set_append(file: &File, on: bool) -> nix::Result<()> {
 /// Bytes buffered in a pipe (`FIONREAD`); 0 if unknown.
 fn available(pipe: BorrowedFd<'_>) -> usize {
     rustix::io::ioctl_fionread(pipe).map_or(0, |n| usize::try_from(n).unwrap_or(0))
+}
+
+/// A poll timeout of at least `d` (rounded up to the millisecond, so that the deadline has
+/// passed when it fires).
+fn poll_timeout(d: Duration) -> PollTimeout {
+    let ms = d.as_micros().div_ceil(1000);
+    PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
 }
 
 /// Block until `fd` can take more bytes (or is broken).

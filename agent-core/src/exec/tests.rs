@@ -242,26 +242,178 @@ fn stdin_is_empty() {
     assert_eq!(out.contents(), b"done\n");
 }
 
-#[test]
-fn background_grandchildren_do_not_outlive_the_operation() {
-    let (cfg, ..) = config(None);
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("pid");
-    let script = format!("sleep 30 & echo $! > {}; exit 0", pidfile.display());
-    let o = rt().block_on(cfg.run(&sh(&script), None)).unwrap();
-    assert!(o.duration < Duration::from_secs(10));
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    // Reaped by init or a zombie at most: it must not be running.
+/// SIGKILLs, when dropped, the processes whose pids a test's script wrote to `pids` (one per
+/// line): what an operation leaves running outlives it, and a test must not leave it behind.
+struct Leftovers {
+    dir: tempfile::TempDir,
+}
+
+impl Leftovers {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The file the script appends the pids to.
+    fn file(&self) -> std::path::PathBuf {
+        self.dir.path().join("pids")
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.file())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for pid in self.pids() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn running(pid: i32) -> bool {
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(
-        state.is_empty() || state.contains(") Z "),
-        "grandchild still alive: {state}"
+    !state.is_empty() && !state.contains(") Z ")
+}
+
+#[test]
+fn a_background_job_outlives_the_operation() {
+    // SPEC §8.4: a helper a step starts keeps running (a later step may use it).
+    let (cfg, ..) = config(None);
+    let left = Leftovers::new();
+    let script = format!(
+        "sleep 30 > /dev/null 2>&1 & echo $! >> {}; exit 0",
+        left.file().display()
     );
+    let o = rt().block_on(cfg.run(&sh(&script), None)).unwrap();
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert!(o.duration < Duration::from_secs(10));
+    let [pid] = left.pids()[..] else {
+        panic!("{:?}", left.pids())
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        running(pid),
+        "the background job was ended with its operation"
+    );
+}
+
+#[test]
+fn a_leftover_holding_the_pipes_is_relayed_until_they_are_idle_then_let_go() {
+    let (cfg, out, ..) = config(None);
+    let left = Leftovers::new();
+    let script = format!(
+        "(sleep 0.5; echo late; exec sleep 30) & echo $! >> {}; echo main",
+        left.file().display()
+    );
+    let start = Instant::now();
+    let o = rt().block_on(cfg.run(&sh(&script), None)).unwrap();
+    let took = start.elapsed();
+    assert_eq!(o.termination, Termination::Exited(0));
+    // A hang check: the leftover holds the pipes for 30 s.
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        o.duration < took,
+        "the operation ended with its main process, not with the relay: {o:?}"
+    );
+    assert_eq!(out.contents(), b"main\nlate\n");
+    let [pid] = left.pids()[..] else {
+        panic!("{:?}", left.pids())
+    };
+    assert!(running(pid), "only the pipes were let go, not the process");
+}
+
+#[test]
+fn a_second_signal_stops_relaying_a_leftover_at_once() {
+    let (cfg, out, _err, handle) = config(None);
+    let left = Leftovers::new();
+    // Never idle, and out of the group: without the signal, only the relay's upper bound
+    // would end it.
+    let script = format!(
+        "setsid sh -c 'while :; do echo tick; sleep 0.05; done' & echo $! >> {}; exit 0",
+        left.file().display()
+    );
+    let handle = Arc::new(handle);
+    let again = handle.clone();
+    let start = Instant::now();
+    let o = run_signalled(
+        &cfg,
+        &sh(&script),
+        || handle.stop.cancel(),
+        Some(Box::new(move || again.force.cancel())),
+    );
+    let took = start.elapsed();
+    assert_eq!(o.termination, Termination::Exited(0));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(out.contents().starts_with(b"tick\n"));
+}
+
+#[test]
+fn the_relay_of_a_leftover_that_never_stops_writing_has_an_upper_bound() {
+    use std::io::Write as _;
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+    let sink = Arc::new(MemorySink::default());
+    let (drain, wake) = relay::drain_pair().unwrap();
+    let policy = relay::DrainPolicy {
+        idle: Duration::from_millis(300),
+        limit: Duration::from_millis(800),
+    };
+    let stream = relay::Destination::new(sink.clone(), Arc::new(LineState::default()));
+    let relay = relay::Relay::new(vec![(r, stream)], None, wake, policy);
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let writing = writing.clone();
+        std::thread::spawn(move || {
+            let mut w = File::from(w);
+            while writing.load(Ordering::Relaxed) {
+                let _ = w.write_all(b"tick\n");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let relaying = std::thread::spawn(move || relay.run());
+    std::thread::sleep(Duration::from_millis(100));
+    let exited = Instant::now();
+    drain.main_exited();
+    let relayed = relaying.join().unwrap();
+    let took = exited.elapsed();
+    writing.store(false, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(took >= Duration::from_millis(700), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(relayed.held.len(), 1, "the pipe was still held");
+    assert!(sink.contents().starts_with(b"tick\n"));
+}
+
+#[test]
+fn the_relay_of_an_idle_leftover_ends_after_the_idle_time() {
+    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+    let (drain, wake) = relay::drain_pair().unwrap();
+    let policy = relay::DrainPolicy {
+        idle: Duration::from_millis(300),
+        limit: Duration::from_secs(30),
+    };
+    let stream = relay::Destination::new(
+        Arc::new(MemorySink::default()),
+        Arc::new(LineState::default()),
+    );
+    let relay = relay::Relay::new(vec![(r, stream)], None, wake, policy);
+    let relaying = std::thread::spawn(move || relay.run());
+    let exited = Instant::now();
+    drain.main_exited();
+    let relayed = relaying.join().unwrap();
+    let took = exited.elapsed();
+    drop(w);
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(relayed.held.len(), 1);
 }
 
 #[test]
@@ -379,6 +531,22 @@ fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
     assert_eq!(o.termination, Termination::Exited(0));
 }
 
+/// `dir/name` holding `contents`, mode 0755.
+fn executable(dir: &Path, name: &str, contents: &str) -> std::path::PathBuf {
+    let file = dir.join(name);
+    std::fs::write(&file, contents).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    file
+}
+
+/// Run `file` by its path, with no arguments.
+fn by_path(file: &Path) -> ProcessSpec {
+    let mut spec = sh("");
+    spec.program = file.to_owned();
+    spec.args.clear();
+    spec
+}
+
 #[test]
 fn a_timeout_and_a_stop_grace_too_long_to_add_to_now_are_as_good_as_none() {
     // A kind's `Command::timeout` has no upper bound: `Duration::MAX` must not panic.
@@ -401,12 +569,8 @@ fn a_timeout_and_a_stop_grace_too_long_to_add_to_now_are_as_good_as_none() {
 fn a_file_without_a_shebang_is_an_exec_format_error() {
     let (cfg, out, ..) = config(None);
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("noshebang");
-    std::fs::write(&file, "echo ran-by-sh\n").unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut spec = sh("");
-    spec.program = file.clone();
-    spec.args.clear();
+    let file = executable(dir.path(), "noshebang", "echo ran-by-sh\n");
+    let spec = by_path(&file);
     let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
     assert!(matches!(err, ExecError::ExecFormat { .. }), "{err:?}");
     assert_eq!(
@@ -474,6 +638,105 @@ fn output_ending_mid_line_gets_a_newline_before_the_next_print() {
         String::from_utf8(out.contents()).unwrap(),
         "no newline\nheader\nline\nheader\nheader\n"
     );
+}
+
+#[test]
+fn stderr_ending_mid_line_gets_a_newline_before_the_next_agent_record() {
+    use std::io::Write as _;
+    let (cfg, _out, err, _h) = config(None);
+    let rt = rt();
+    rt.block_on(cfg.run(&sh("printf 'no newline' >&2"), None))
+        .unwrap();
+    cfg.output
+        .log_writer()
+        .write_all(b"{\"record\":1}\n")
+        .unwrap();
+    rt.block_on(cfg.run(&sh("echo line >&2"), None)).unwrap();
+    cfg.output
+        .log_writer()
+        .write_all(b"{\"record\":2}\n")
+        .unwrap();
+    rt.block_on(cfg.run(&sh("printf 'x' >&2"), None)).unwrap();
+    cfg.output.eprint("message\n");
+    rt.block_on(cfg.run(&sh("printf 'y'"), None)).unwrap();
+    cfg.output.eprint("stdout's open line is not stderr's\n");
+    assert_eq!(
+        String::from_utf8(err.contents()).unwrap(),
+        "no newline\n{\"record\":1}\nline\n{\"record\":2}\nx\nmessage\n\
+         stdout's open line is not stderr's\n"
+    );
+}
+
+/// A directory holding `tool` (`contents`, mode 0755) and a PATH of `entries` directories
+/// ending with it.
+fn tool_in_path(contents: &str, entries: usize) -> (tempfile::TempDir, ProcessSpec) {
+    let dir = tempfile::tempdir().unwrap();
+    executable(dir.path(), "tool", contents);
+    let mut path: Vec<String> = (1..entries).map(|i| format!("/nonexistent-{i}")).collect();
+    path.push(dir.path().display().to_string());
+    let spec = ProcessSpec {
+        program: "tool".into(),
+        args: Vec::new(),
+        env: vec![("PATH".into(), path.join(":").into())],
+        cwd: "/".into(),
+        chroot: None,
+        first_signal: FirstSignal::Finish,
+    };
+    (dir, spec)
+}
+
+#[test]
+fn a_file_without_a_shebang_found_in_the_path_is_refused_whatever_the_number_of_entries() {
+    // SPEC §8.4: the standard library's own search (execvp) would run it through /bin/sh.
+    let rt = rt();
+    for entries in [1, 2] {
+        let (cfg, out, ..) = config(None);
+        let (_dir, spec) = tool_in_path("echo ran-by-sh\n", entries);
+        let err = rt.block_on(cfg.run(&spec, None)).unwrap_err();
+        assert!(
+            matches!(err, ExecError::ExecFormat { .. }),
+            "PATH of {entries}: {err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "spawning tool: exec format error (no `#!` line, or built for another machine)"
+        );
+        assert!(out.contents().is_empty(), "PATH of {entries}");
+    }
+}
+
+#[test]
+fn a_missing_interpreter_is_named() {
+    let rt = rt();
+    let (cfg, ..) = config(None);
+    // By path (the program names a file).
+    let dir = tempfile::tempdir().unwrap();
+    let file = executable(
+        dir.path(),
+        "badinterp.sh",
+        "#!/bin/does-not-exist -e\necho hi\n",
+    );
+    let err = rt.block_on(cfg.run(&by_path(&file), None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "interpreter \"/bin/does-not-exist\" of {} not found",
+            file.display()
+        )
+    );
+    // Looked up in PATH: the file found there is named.
+    for entries in [1, 2] {
+        let (dir, spec) = tool_in_path("#!/bin/does-not-exist\n", entries);
+        let err = rt.block_on(cfg.run(&spec, None)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "interpreter \"/bin/does-not-exist\" of {}/tool not found",
+                dir.path().display()
+            ),
+            "PATH of {entries}"
+        );
+    }
 }
 
 #[test]

@@ -96,6 +96,10 @@ pub enum OperationRecord {
     PromotedAfterReboot {
         marker: String,
     },
+    /// The command could not be started (a spawn failure).
+    NotStarted {
+        command: String,
+    },
 }
 
 /// How an interrupt run ended, when it did not fail.
@@ -270,7 +274,27 @@ impl Run {
             state.log = Some(log);
             field
         };
-        let outcome = result?;
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // An operation that could not be started failed all the same (the run's
+                // counts).
+                let reason = match &e {
+                    InterruptError::Exec { source, .. } => {
+                        format!("not started: {}", crate::host::errors::Chain(source))
+                    }
+                    other => other.to_string(),
+                };
+                self.state().done.push((
+                    OperationRecord::NotStarted {
+                        command: text.clone(),
+                    },
+                    OperationResult::not_started(&text, reason)
+                        .with_id(format!("{}_{index}", self.type_name)),
+                ));
+                return Err(e);
+            }
+        };
         let succeeded = match policy {
             CompletionPolicy::OnSuccess => {
                 outcome.termination == Termination::Exited(0) && !outcome.timed_out

@@ -428,14 +428,20 @@ async fn run_step(
             "creating the log of step {:?}",
             step.path
         )))?;
-    let outcome = cx
-        .exec
-        .run(&spec, log.file())
-        .await
-        .map_err(|source| StageError::Exec {
-            path: step.path.clone(),
-            source,
-        })?;
+    let outcome = match cx.exec.run(&spec, log.file()).await {
+        Ok(outcome) => outcome,
+        Err(source) => {
+            // A step that could not be started failed all the same (the run's counts).
+            report.push(OperationResult::not_started(
+                &step.path,
+                format!("not started: {}", crate::host::errors::Chain(&source)),
+            ));
+            return Err(StageError::Exec {
+                path: step.path.clone(),
+                source,
+            });
+        }
+    };
     // The log is diagnostic output, not state (SPEC §5): it is not fsynced, so a step pays
     // only for the journal commits its two markers need.
     let log_field = logs.close(&step.path, &log, outcome.log_error.as_deref());
