@@ -227,7 +227,7 @@ fn assert_demo_report(demo: &DemoRun) {
         "      -power_limit_percent=80\n",
         "      +power_limit_percent=100\n",
         "  interrupt node_restart_0: would run: reboot\n",
-        "result: succeeded; the lower root was not written\n",
+        "result: succeeded; the lower root was not written (verified: ",
     ] {
         assert!(stdout.contains(line), "{line:?}:\n{stdout}");
     }
