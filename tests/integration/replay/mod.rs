@@ -856,6 +856,7 @@ replay_tests! {
     replay_28_sigterm_during_step => "28-sigterm-during-step",
     replay_29_output_framing => "29-output-framing",
     replay_30_step_environment_and_markers => "30-step-environment-and-markers",
+    replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",
 }
 
 #[test]
