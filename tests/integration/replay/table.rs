@@ -5,10 +5,9 @@
 //! `docs/compatibility.md` lists the same rows; a test keeps the two in step and fails on a row
 //! that no transcript needs.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Expected, StepInfo, headers};
+use super::{ExpTree, Expected, StepInfo, headers};
 use crate::util::{BOOT_ID, Banner, legacy_marker_name, native_marker_name};
 
 /// One sanctioned difference.
@@ -223,12 +222,11 @@ pub fn apply_all(
 }
 
 /// `tree` without the paths only this agent writes.
-pub fn ignore_agent_only(
-    tree: BTreeMap<String, Option<String>>,
-) -> BTreeMap<String, Option<String>> {
-    tree.into_iter()
-        .filter(|(p, _)| !SANCTIONED.iter().filter_map(|s| s.agent_only).any(|f| f(p)))
-        .collect()
+pub fn ignore_agent_only(mut tree: ExpTree) -> ExpTree {
+    let agent_only = |p: &String| SANCTIONED.iter().filter_map(|s| s.agent_only).any(|f| f(p));
+    tree.files.retain(|p, _| !agent_only(p));
+    tree.links.retain(|p, _| !agent_only(p));
+    tree
 }
 
 /// docs/compatibility.md shows exactly this table, and no row is stale: a row for every
