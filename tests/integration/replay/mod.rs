@@ -1055,6 +1055,8 @@ replay_tests! {
     replay_28_sigterm_during_step => "28-sigterm-during-step",
     replay_29_output_framing => "29-output-framing",
     replay_30_step_environment_and_markers => "30-step-environment-and-markers",
+    replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
+    replay_43_binary_and_long_output => "43-binary-and-long-output",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",
 }
 
