@@ -355,7 +355,7 @@ fn config_of(t: &Transcript) -> String {
     if let Some(c) = &t.config {
         return c.clone();
     }
-    let rel = format!("{}/config.json", t.copy_dir.trim_start_matches('/'));
+    let rel = in_package(t, "config.json");
     let size = t
         .last_tree()
         .and_then(|tree| tree.entries.get(&rel))
@@ -479,16 +479,20 @@ fn step_file(t: &Transcript, base: &str, size: Option<u64>) -> String {
         .unwrap_or_else(|| Transcript::load("01-apply-fresh").step_script.unwrap())
 }
 
+/// `rel` in the transcript's package directory, ROOT-relative.
+fn in_package(t: &Transcript, rel: &str) -> String {
+    format!("{}/{rel}", t.copy_dir.trim_start_matches('/'))
+}
+
 /// Write the package into `dir` (`skyhook_dir/`, `configmaps/`, `root_dir/`) as the first
 /// listing that shows it has it: later listings show what the harness changed since.
 fn write_package(t: &Transcript, dir: &Path) {
     let config = config_of(t);
-    let pkg_rel = t.copy_dir.trim_start_matches('/').to_owned();
     let listing = t
         .events
         .iter()
         .find_map(|e| match e {
-            Event::Tree(tree) if tree.entries.contains_key(&format!("{pkg_rel}/config.json")) => {
+            Event::Tree(tree) if tree.entries.contains_key(&in_package(t, "config.json")) => {
                 Some(tree)
             }
             _ => None,
@@ -498,7 +502,7 @@ fn write_package(t: &Transcript, dir: &Path) {
     fs::create_dir_all(dir.join("configmaps")).unwrap();
     fs::write(dir.join("config.json"), &config).unwrap();
     for step in steps_of(&config) {
-        let rel = format!("{pkg_rel}/skyhook_dir/{}", step.path);
+        let rel = in_package(t, &format!("skyhook_dir/{}", step.path));
         let listed = listing.entries.get(&rel).map(|e| e.size);
         let base = step.path.rsplit('/').next().unwrap();
         let body = step_file(t, base, listed);
@@ -518,7 +522,7 @@ fn write_package(t: &Transcript, dir: &Path) {
     // What the listing shows under the package's root_dir/ (overlaid onto ROOT, SPEC §6) and
     // configmaps/, with the files' modes.
     for sub in ["root_dir", "configmaps"] {
-        let prefix = format!("{pkg_rel}/{sub}/");
+        let prefix = in_package(t, &format!("{sub}/"));
         for (path, e) in &listing.entries {
             let Some(rel) = path.strip_prefix(&prefix) else {
                 continue;
@@ -602,7 +606,7 @@ fn prepare_root(host: &FakeHost) {
 /// What the legacy harness did to the host before an invocation, as the transcript states it
 /// (scenario comment or invocation title).
 fn before_invocation(t: &Transcript, inv: &Invocation, host: &FakeHost) {
-    let history = "var/lib/skyhook/sk1/history/pkg.json";
+    let history = HISTORY_FILE;
     match (t.name.as_str(), inv.number) {
         // "upgrade from history current-version 0.9.0": the listing's oldest entry.
         ("11-upgrade-with-history", 1) => host.write(
@@ -618,6 +622,11 @@ fn before_invocation(t: &Transcript, inv: &Invocation, host: &FakeHost) {
         }
         // "COPY_RESOLV=true with no <root>/etc".
         ("26-copy-resolv-and-write-logs", 3) => fs::remove_dir_all(host.path("etc")).unwrap(),
+        // "the 0.9.0 marker kept": a marker of an older version, as the listings show it.
+        ("36-uninstall-flows", 1) => host.write(
+            "var/lib/skyhook/sk1/flags/pkg/0.9.0/s1.sh_W11fWzBd",
+            "last_run: old",
+        ),
         _ => {}
     }
 }
@@ -1055,6 +1064,7 @@ replay_tests! {
     replay_28_sigterm_during_step => "28-sigterm-during-step",
     replay_29_output_framing => "29-output-framing",
     replay_30_step_environment_and_markers => "30-step-environment-and-markers",
+    replay_36_uninstall_flows => "36-uninstall-flows",
     replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
     replay_43_binary_and_long_output => "43-binary-and-long-output",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",
