@@ -627,6 +627,26 @@ fn before_invocation(t: &Transcript, inv: &Invocation, host: &FakeHost) {
             "var/lib/skyhook/sk1/flags/pkg/0.9.0/s1.sh_W11fWzBd",
             "last_run: old",
         ),
+        // "history with three entries (one with an extra key) and an extra top-level key": the
+        // listing's entries below the one invocation 2 prepends.
+        ("37-upgrade-history-several-versions", 1) => host.write(
+            history,
+            "{\"current-version\": \"0.9.0\", \"history\": [{\"version\": \"0.9.0\", \"time\": \
+             \"2024-08-28T14:33:20.123456+00:00\"}, {\"version\": \"uninstalled\", \"time\": \
+             \"2024-07-01T10:00:00.000001+00:00\"}, {\"version\": \"0.8.0\", \"time\": \
+             \"2024-06-01T10:00:00+00:00\", \"note\": \"extra key in an entry\"}], \
+             \"extra-top-level\": \"kept?\"}",
+        ),
+        // "config.json 1.1.0".
+        ("37-upgrade-history-several-versions", 3) => {
+            let config = in_package(t, "config.json");
+            let text = host.read_string(&config).replacen(
+                "\"package_version\": \"1.0.0\"",
+                "\"package_version\": \"1.1.0\"",
+                1,
+            );
+            host.write(&config, text);
+        }
         _ => {}
     }
 }
@@ -1065,6 +1085,7 @@ replay_tests! {
     replay_29_output_framing => "29-output-framing",
     replay_30_step_environment_and_markers => "30-step-environment-and-markers",
     replay_36_uninstall_flows => "36-uninstall-flows",
+    replay_37_upgrade_history_several_versions => "37-upgrade-history-several-versions",
     replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
     replay_43_binary_and_long_output => "43-binary-and-long-output",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",

@@ -91,7 +91,8 @@ pub static SANCTIONED: &[Sanction] = &[
     Sanction {
         id: "history-format",
         legacy: "wrote the history file as compact JSON with `+00:00` times and no final newline",
-        agent: "writes it 2-space indented with a final newline, times in UTC with `Z`",
+        agent: "writes it 2-space indented with a final newline, times in UTC with `Z`; keys it \
+                does not know (in the file or in an entry) are kept, after its own",
         basis: "SPEC §8.9",
         scope: &[],
         rewrite: history_format,
@@ -390,14 +391,18 @@ fn diagnostics_on_stderr(e: &mut Expected, _: &[StepInfo]) {
     }
 }
 
-fn is_step_marker(path: &str) -> bool {
-    path.starts_with(&format!("{FLAGS}/"))
+/// A step marker path split into its version directory (`<state>/flags/pkg/<ver>`, any state
+/// directory and version) and the marker's name.
+fn step_marker(path: &str) -> Option<(&str, &str)> {
+    let k = path.find("/flags/pkg/")? + "/flags/pkg/".len();
+    let name = k + path[k..].find('/')? + 1;
+    Some((&path[..name - 1], &path[name..]))
 }
 
 fn marker_content(e: &mut Expected, _: &[StepInfo]) {
     for tree in e.trees_mut() {
         for (p, c) in &mut tree.files {
-            if let Some(c) = c.as_mut().filter(|_| is_step_marker(p)) {
+            if let Some(c) = c.as_mut().filter(|_| step_marker(p).is_some()) {
                 *c = c
                     .replace("step_always_runs: True", "step_always_runs: true")
                     .replace("step_always_runs: False", "step_always_runs: false");
@@ -406,10 +411,10 @@ fn marker_content(e: &mut Expected, _: &[StepInfo]) {
     }
 }
 
-/// The native marker of `step`, relative to ROOT.
-fn native_marker(step: &StepInfo) -> String {
+/// The native marker of `step` in version directory `dir`, relative to ROOT.
+fn native_marker_in(dir: &str, step: &StepInfo) -> String {
     format!(
-        "{FLAGS}/{}",
+        "{dir}/{}",
         native_marker_name(
             &step.path,
             &step.arguments,
@@ -420,42 +425,81 @@ fn native_marker(step: &StepInfo) -> String {
     )
 }
 
+/// The native marker of `step` for version 1.0.0, relative to ROOT.
+fn native_marker(step: &StepInfo) -> String {
+    native_marker_in(FLAGS, step)
+}
+
+/// Beside every legacy marker of a step (any version), its native marker.
 fn native_markers(e: &mut Expected, steps: &[StepInfo]) {
     for tree in e.trees_mut() {
-        for step in steps {
-            let legacy = format!(
-                "{FLAGS}/{}",
-                legacy_marker_name(&step.path, &step.arguments, &step.returncodes)
-            );
-            if let Some(content) = tree.files.get(&legacy).cloned() {
-                tree.files.insert(native_marker(step), content);
+        let mut native = Vec::new();
+        for (path, content) in &tree.files {
+            let Some((dir, name)) = step_marker(path) else {
+                continue;
+            };
+            for step in steps
+                .iter()
+                .filter(|s| legacy_marker_name(&s.path, &s.arguments, &s.returncodes) == name)
+            {
+                native.push((native_marker_in(dir, step), content.clone()));
             }
         }
+        tree.files.extend(native);
     }
 }
 
+/// The legacy history rendered as this agent writes it: `serde_json`'s pretty printer, the
+/// known keys first and the others (another agent's additions, kept) after them, sorted.
 fn history_format(e: &mut Expected, _: &[StepInfo]) {
+    use serde_json::{Map, Value};
+    /// `"key": value` at `indent`, nested values indented below it.
+    fn field(key: &str, value: &Value, indent: &str) -> String {
+        let pretty = serde_json::to_string_pretty(value).unwrap();
+        format!(
+            "{indent}\"{key}\": {}",
+            pretty.replace('\n', &format!("\n{indent}"))
+        )
+    }
+    /// The fields of `map`: `known` first, in that order, then the rest.
+    fn fields(
+        map: &Map<String, Value>,
+        known: &[&str],
+        indent: &str,
+        render: &dyn Fn(&str, &Value) -> String,
+    ) -> Vec<String> {
+        known
+            .iter()
+            .filter_map(|k| Some(render(k, map.get(*k)?)))
+            .chain(
+                map.iter()
+                    .filter(|(k, _)| !known.contains(&k.as_str()))
+                    .map(|(k, v)| field(k, v, indent)),
+            )
+            .collect()
+    }
     for tree in e.trees_mut() {
         let Some(Some(c)) = tree.files.get_mut(HISTORY) else {
             continue;
         };
-        let v: serde_json::Value = serde_json::from_str(c).expect("legacy history parses");
-        let entries: Vec<String> = v["history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| {
-                format!(
-                    "    {{\n      \"version\": {},\n      \"time\": {}\n    }}",
-                    h["version"], h["time"]
-                )
-            })
-            .collect();
-        *c = format!(
-            "{{\n  \"current-version\": {},\n  \"history\": [\n{}\n  ]\n}}\n",
-            v["current-version"],
-            entries.join(",\n")
-        );
+        let v: Value = serde_json::from_str(c).expect("legacy history parses");
+        let entry = |h: &Value| {
+            let map = h.as_object().expect("legacy history entries are objects");
+            let inner = fields(map, &["version", "time"], "      ", &|k, v| {
+                field(k, v, "      ")
+            });
+            format!("    {{\n{}\n    }}", inner.join(",\n"))
+        };
+        let render = |k: &str, v: &Value| match (k, v.as_array()) {
+            ("history", Some(entries)) if !entries.is_empty() => {
+                let entries: Vec<String> = entries.iter().map(entry).collect();
+                format!("  \"history\": [\n{}\n  ]", entries.join(",\n"))
+            }
+            _ => field(k, v, "  "),
+        };
+        let map = v.as_object().expect("the legacy history is an object");
+        let top = fields(map, &["current-version", "history"], "  ", &render);
+        *c = format!("{{\n{}\n}}\n", top.join(",\n"));
     }
 }
 
