@@ -168,6 +168,14 @@ impl Expected {
         })
     }
 
+    /// Mutable access to the `history entries after:` counts.
+    pub fn history_counts_mut(&mut self) -> impl Iterator<Item = &mut HistoryCount> {
+        self.events.iter_mut().filter_map(|e| match e {
+            ExpEvent::HistoryCount(h) => Some(h),
+            _ => None,
+        })
+    }
+
     /// Invocation `n` (panics if the transcript has none: a table row out of date).
     pub fn invocation(&mut self, n: u32) -> &mut ExpInvocation {
         let name = self.transcript.clone();
@@ -647,6 +655,38 @@ fn before_invocation(t: &Transcript, inv: &Invocation, host: &FakeHost) {
             );
             host.write(&config, text);
         }
+        ("38-history-edge-cases", 1) => {
+            host.write(history, "{\"current-version\": \"\", \"history\": []}");
+        }
+        ("38-history-edge-cases", 2) => host.write(
+            history,
+            "{\"history\": [{\"version\": \"0.9.0\", \"time\": \"2024-08-28T14:33:20.123456+00:00\"}]}",
+        ),
+        ("38-history-edge-cases", 3) => host.write(history, "[]"),
+        ("38-history-edge-cases", 4) => host.write(history, ""),
+        // "100 existing entries": 0.100.0 (current) down to 0.1.0 (the count note's first and
+        // last), with times of the length that gives the listed 6099 bytes after one more.
+        ("38-history-edge-cases", 5) => {
+            fs::remove_file(host.path(&format!("{history}.backup"))).unwrap();
+            let entries: Vec<String> = (1..=100u32)
+                .rev()
+                .map(|i| {
+                    format!(
+                        "{{\"version\": \"0.{i}.0\", \"time\": \"2024-01-01T{:02}:{:02}:00+00:00\"}}",
+                        i / 60,
+                        i % 60
+                    )
+                })
+                .collect();
+            let text = format!(
+                "{{\"current-version\": \"0.100.0\", \"history\": [{}]}}",
+                entries.join(", ")
+            );
+            // The Python agent then wrote `1.0.0` for `0.100.0` (2 bytes fewer) and prepended
+            // `{"version": "1.0.0", "time": "<32 bytes>"}, ` (66 bytes).
+            assert_eq!(text.len() - 2 + 66, 6099, "38: the seeded history");
+            host.write(history, text);
+        }
         _ => {}
     }
 }
@@ -1086,6 +1126,7 @@ replay_tests! {
     replay_30_step_environment_and_markers => "30-step-environment-and-markers",
     replay_36_uninstall_flows => "36-uninstall-flows",
     replay_37_upgrade_history_several_versions => "37-upgrade-history-several-versions",
+    replay_38_history_edge_cases => "38-history-edge-cases",
     replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
     replay_43_binary_and_long_output => "43-binary-and-long-output",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",

@@ -127,8 +127,30 @@ pub static SANCTIONED: &[Sanction] = &[
                  corrupt history (`unknown` to the next ones)",
         agent: "treats a corrupt history as unknown for every step: `unknown`",
         basis: "SPEC §8.9 (missing/empty/corrupt → `unknown`)",
-        scope: &["12-corrupt-history"],
+        scope: &["12-corrupt-history", "38-history-edge-cases"],
         rewrite: corrupt_history_version,
+        agent_only: None,
+    },
+    Sanction {
+        id: "history-without-current-version",
+        legacy: "took a `current-version` of `\"\"` as the previous version (an empty \
+                 PREVIOUS_VERSION, `''` in the upgrade step's arguments, the file kept), and \
+                 crashed (exit 1, no step run) on a history file without `current-version` or \
+                 one that is not a JSON object (`[]`)",
+        agent: "treats each as an unusable history file, like an empty or corrupt one: moves it \
+                to `<pkg>.json.backup` with a warning and runs the upgrade from `unknown`",
+        basis: "SPEC §5 (empty or corrupt state file → unknown, with a warning), §8.9",
+        scope: &["38-history-edge-cases"],
+        rewrite: history_without_current_version,
+        agent_only: None,
+    },
+    Sanction {
+        id: "history-cap",
+        legacy: "kept every history entry (101 after an upgrade-check on a history of 100)",
+        agent: "keeps the newest 100 entries",
+        basis: "SPEC §8.9 (at most 100 entries)",
+        scope: &["38-history-edge-cases"],
+        rewrite: history_cap,
         agent_only: None,
     },
     Sanction {
@@ -551,11 +573,45 @@ fn returncodes(e: &mut Expected, steps: &[StepInfo]) {
     tree.files.remove(&native_marker(rc1_step));
 }
 
+/// The invocation that found the corrupt (12: `{`) or empty (38) history.
 fn corrupt_history_version(e: &mut Expected, _: &[StepInfo]) {
-    let inv = e.invocation(1);
+    let n = match e.transcript.as_str() {
+        "12-corrupt-history" => 1,
+        "38-history-edge-cases" => 4,
+        other => panic!("corrupt-history-version does not cover {other}"),
+    };
+    let inv = e.invocation(n);
     inv.stdout = inv
         .stdout
         .replacen("PREVIOUS_VERSION=\n", "PREVIOUS_VERSION=unknown\n", 1);
+}
+
+/// 38: `current-version: ""` (1), no `current-version` (2), `[]` (3): each run as with no
+/// usable history, the same output as 1 once `""` reads `unknown`.
+fn history_without_current_version(e: &mut Expected, _: &[StepInfo]) {
+    let first = e.invocation(1);
+    first.stdout = first
+        .stdout
+        .replace("PREVIOUS_VERSION=\n", "PREVIOUS_VERSION=unknown\n")
+        .replace("['', '1.0.0']", "['unknown', '1.0.0']")
+        .replace("args(2):  1.0.0\n", "args(2): unknown 1.0.0\n");
+    let first = first.clone();
+    for n in [2, 3] {
+        let inv = e.invocation(n);
+        inv.stdout.clone_from(&first.stdout);
+        inv.step_stderr.clone_from(&first.step_stderr);
+        inv.exit = 0;
+    }
+}
+
+/// 38: of 1.0.0 and the 100 entries 0.100.0 … 0.1.0 before it, the newest 100 end at 0.2.0.
+fn history_cap(e: &mut Expected, _: &[StepInfo]) {
+    for count in e.history_counts_mut() {
+        if count.count > 100 {
+            count.count = 100;
+            "0.2.0".clone_into(&mut count.last);
+        }
+    }
 }
 
 fn unknown_mode(e: &mut Expected, _: &[StepInfo]) {
