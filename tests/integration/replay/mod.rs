@@ -687,6 +687,41 @@ fn before_invocation(t: &Transcript, inv: &Invocation, host: &FakeHost) {
             assert_eq!(text.len() - 2 + 66, 6099, "38: the seeded history");
             host.write(history, text);
         }
+        // "both present", then "sub/b.conf missing", "a directory", "a symlink to ../a.conf".
+        ("39-config-mode-configmaps", 1 | 3 | 4 | 5) => {
+            let b = in_package(t, "configmaps/sub/b.conf");
+            let p = host.path(&b);
+            if p.is_dir() && !p.is_symlink() {
+                fs::remove_dir(&p).unwrap();
+            } else if p.symlink_metadata().is_ok() {
+                fs::remove_file(&p).unwrap();
+            }
+            match inv.number {
+                1 => host.write(&b, "b=2\n"),
+                4 => host.mkdir(&b),
+                5 => host.symlink(&b, "../a.conf"),
+                _ => {}
+            }
+        }
+        // `expected_config_files [""]`, `[../config.json]`, `[/etc/passwd]`.
+        ("39-config-mode-configmaps", 6..=8) => {
+            let entry = match inv.number {
+                6 => "\"\"",
+                7 => "\"../config.json\"",
+                _ => "\"/etc/passwd\"",
+            };
+            let text = config_of(t).replacen(
+                "[\"a.conf\", \"sub/b.conf\"]",
+                &format!("[{entry}]"),
+                1,
+            );
+            let config = in_package(t, "config.json");
+            if inv.number == 8 {
+                let listed = t.last_tree().unwrap().entries[&config].size;
+                assert_eq!(text.len() as u64, listed, "39: the last config.json");
+            }
+            host.write(&config, text);
+        }
         _ => {}
     }
 }
@@ -1127,6 +1162,7 @@ replay_tests! {
     replay_36_uninstall_flows => "36-uninstall-flows",
     replay_37_upgrade_history_several_versions => "37-upgrade-history-several-versions",
     replay_38_history_edge_cases => "38-history-edge-cases",
+    replay_39_config_mode_configmaps => "39-config-mode-configmaps",
     replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
     replay_43_binary_and_long_output => "43-binary-and-long-output",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",

@@ -154,6 +154,21 @@ pub static SANCTIONED: &[Sanction] = &[
         agent_only: None,
     },
     Sanction {
+        id: "expected-config-files",
+        legacy: "accepted an `expected_config_files` entry whenever the path existed: a \
+                 directory, `\"\"` (the configmaps directory itself), `../config.json` (outside \
+                 the configmaps directory)",
+        agent: "requires a non-empty relative path without `..` to a regular file (after \
+                links) under `configmaps/`: exit 1 before any step (`expected config file \
+                \"sub/b.conf\" was not found in the configmaps directory (found a directory)`, \
+                `expected config file \"\" must be a non-empty relative path without \"..\" \
+                components`)",
+        basis: "SPEC §6 step 7",
+        scope: &["39-config-mode-configmaps"],
+        rewrite: expected_config_files,
+        agent_only: None,
+    },
+    Sanction {
         id: "unknown-mode",
         legacy: "printed the banner, then warned and exited 0",
         agent: "warns and exits 0 without a banner",
@@ -611,6 +626,27 @@ fn history_cap(e: &mut Expected, _: &[StepInfo]) {
             count.count = 100;
             "0.2.0".clone_into(&mut count.last);
         }
+    }
+}
+
+/// The banner of a stdout: its lines up to the second dashed line.
+fn banner_only(stdout: &str) -> String {
+    let end = stdout
+        .match_indices("--------------------\n")
+        .nth(1)
+        .map(|(k, m)| k + m.len())
+        .expect("a banner");
+    stdout[..end].to_owned()
+}
+
+/// 39: `sub/b.conf` a directory (4), `[""]` (6), `[../config.json]` (7): refused after the
+/// banner, no step run.
+fn expected_config_files(e: &mut Expected, _: &[StepInfo]) {
+    for n in [4, 6, 7] {
+        let inv = e.invocation(n);
+        inv.stdout = banner_only(&inv.stdout);
+        inv.step_stderr.clear();
+        inv.exit = 1;
     }
 }
 
