@@ -74,6 +74,9 @@ pub struct ExpTree {
     pub title: String,
     pub files: BTreeMap<String, Option<String>>,
     pub links: BTreeMap<String, String>,
+    /// The files with setuid, setgid or sticky bits → those bits (the only file modes compared
+    /// outside a `modes (…)` block).
+    pub special: BTreeMap<String, u32>,
 }
 
 /// A step of the package config, as the rewrites need it.
@@ -125,6 +128,13 @@ impl Expected {
                         .filter(|(p, _)| compared_path(p))
                         .filter_map(|(p, e)| Some((p.clone(), e.link.clone()?)))
                         .collect(),
+                    special: tree
+                        .entries
+                        .iter()
+                        .filter(|(p, _)| compared_path(p))
+                        .filter_map(|(p, e)| Some((p.clone(), e.mode? & 0o7000)))
+                        .filter(|(_, bits)| *bits != 0)
+                        .collect(),
                     files: tree
                         .entries
                         .iter()
@@ -164,6 +174,27 @@ impl Expected {
     pub fn trees_mut(&mut self) -> impl Iterator<Item = &mut ExpTree> {
         self.events.iter_mut().filter_map(|e| match e {
             ExpEvent::Tree(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    /// The `modes (before)` block, and mutable access to the later ones.
+    pub fn modes_mut(&mut self) -> (Option<Modes>, impl Iterator<Item = &mut Modes>) {
+        let before = self.events.iter().find_map(|e| match e {
+            ExpEvent::Modes(m) if m.title == "before" => Some(m.clone()),
+            _ => None,
+        });
+        let after = self.events.iter_mut().filter_map(|e| match e {
+            ExpEvent::Modes(m) if m.title != "before" => Some(m),
+            _ => None,
+        });
+        (before, after)
+    }
+
+    /// Mutable access to the `outside the fake root` listings.
+    pub fn outside_mut(&mut self) -> impl Iterator<Item = &mut Outside> {
+        self.events.iter_mut().filter_map(|e| match e {
+            ExpEvent::Outside(o) => Some(o),
             _ => None,
         })
     }
@@ -722,6 +753,30 @@ fn before_invocation(t: &Transcript, inv: &Invocation, host: &FakeHost) {
             }
             host.write(&config, text);
         }
+        // "relative symlinks to a file and to a dir inside root_dir" (the listing shows the
+        // one to a directory as a directory), "a file whose host path is a relative symlink
+        // (target.conf)", "a 0600 file overwriting a longer 0644 host file", "root_dir itself
+        // 0700, root_dir/etc 0750" (and conf.d 0700, as its copies show).
+        ("40-root-dir-overlay", 1) => {
+            let root_dir = in_package(t, "root_dir");
+            let link_to_dir = format!("{root_dir}/etc/pkg/link-to-dir");
+            fs::remove_dir(host.path(&link_to_dir)).unwrap();
+            host.symlink(&link_to_dir, "conf.d");
+            for (dir, mode) in [("", 0o700), ("/etc", 0o750), ("/etc/pkg/conf.d", 0o700)] {
+                let p = host.path(&format!("{root_dir}{dir}"));
+                fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+            }
+            host.write_mode(
+                "etc/pkg/pkg.conf",
+                "the host's own content, longer than the package's\n",
+                0o644,
+            );
+            host.symlink("etc/pkg/hostlink.conf", "target.conf");
+        }
+        // "then a dangling symlink in root_dir".
+        ("40-root-dir-overlay", 2) => {
+            host.symlink(&in_package(t, "root_dir/etc/pkg/dangling"), "does-not-exist");
+        }
         _ => {}
     }
 }
@@ -791,6 +846,7 @@ fn run_invocation(inv: &Invocation, host: &FakeHost) -> Run {
 fn actual_tree(host: &FakeHost, exp: &ExpTree) -> ExpTree {
     let mut files = BTreeMap::new();
     let mut links = BTreeMap::new();
+    let mut special = BTreeMap::new();
     for p in host
         .files_under("")
         .into_iter()
@@ -807,6 +863,10 @@ fn actual_tree(host: &FakeHost, exp: &ExpTree) -> ExpTree {
             }
             continue;
         }
+        let bits = fs::symlink_metadata(&full).unwrap().permissions().mode() & 0o7000;
+        if bits != 0 {
+            special.insert(p.clone(), bits);
+        }
         let content = exp.files.get(&p).and_then(Option::as_ref).map(|_| {
             normalize_content(&String::from_utf8_lossy(
                 &fs::read(&full).unwrap_or_default(),
@@ -818,6 +878,7 @@ fn actual_tree(host: &FakeHost, exp: &ExpTree) -> ExpTree {
         title: exp.title.clone(),
         files,
         links,
+        special,
     }
 }
 
@@ -1012,6 +1073,16 @@ fn compare_tree(t: &str, exp: &ExpTree, got: &ExpTree, diffs: &mut Vec<String>) 
             lines.push(format!("    unexpected link: {p} -> {target}"));
         }
     }
+    if exp.special != got.special {
+        let octal = |m: &BTreeMap<String, u32>| -> Vec<String> {
+            m.iter().map(|(p, bits)| format!("{p} {bits:o}")).collect()
+        };
+        lines.push(format!(
+            "    setuid, setgid and sticky bits: expected {:?}, got {:?}",
+            octal(&exp.special),
+            octal(&got.special)
+        ));
+    }
     if !lines.is_empty() {
         diffs.push(format!(
             "{what}: files under ROOT differ:\n{}",
@@ -1163,6 +1234,8 @@ replay_tests! {
     replay_37_upgrade_history_several_versions => "37-upgrade-history-several-versions",
     replay_38_history_edge_cases => "38-history-edge-cases",
     replay_39_config_mode_configmaps => "39-config-mode-configmaps",
+    replay_40_root_dir_overlay => "40-root-dir-overlay",
+    replay_41_boolean_and_dir_env_variants => "41-boolean-and-dir-env-variants",
     replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
     replay_43_binary_and_long_output => "43-binary-and-long-output",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",

@@ -169,6 +169,62 @@ pub static SANCTIONED: &[Sanction] = &[
         agent_only: None,
     },
     Sanction {
+        id: "root-dir-modes",
+        legacy: "gave existing host directories the modes of their `root_dir/` counterparts: \
+                 ROOT took `root_dir`'s 0700, `/etc` 0750, `/var/tmp` lost its sticky 1777 for \
+                 0755",
+        agent: "creates the directories the overlay needs with the source's modes and leaves \
+                those that exist as they are (ROOT itself is never changed)",
+        basis: "SPEC §6 step 7 (never chmod ROOT), §5",
+        scope: &["40-root-dir-overlay"],
+        rewrite: root_dir_modes,
+        agent_only: None,
+    },
+    Sanction {
+        id: "root-dir-special-bits",
+        legacy: "kept setuid, setgid and sticky bits on the files it copied from `root_dir/` \
+                 (`opt/pkg/bin/suid-tool` stayed `-rwsr-xr-x` on the host)",
+        agent: "drops them from the copies (`-rwxr-xr-x`)",
+        basis: "SPEC §5 (copies keep the permission bits minus setuid/setgid/sticky), §6 step 7",
+        scope: &["40-root-dir-overlay"],
+        rewrite: root_dir_special_bits,
+        agent_only: None,
+    },
+    Sanction {
+        id: "empty-state-dir",
+        legacy: "took an empty SKYHOOK_ROOT_DIR as it was: its state right under ROOT \
+                 (`<ROOT>/flags/START`), the banner showing `SKYHOOK_ROOT_DIR: ` and `flag_dir: \
+                 /flags/pkg/1.0.0`",
+        agent: "an empty directory variable is unset: the default `/etc/skyhook`, in the \
+                banner too",
+        basis: "SPEC §2 (directory variables: empty → default)",
+        scope: &["41-boolean-and-dir-env-variants"],
+        rewrite: empty_state_dir,
+        agent_only: None,
+    },
+    Sanction {
+        id: "cleaned-state-dir",
+        legacy: "printed SKYHOOK_ROOT_DIR as given: `/var/lib/skyhook/sk1/`, `flag_dir: \
+                 /var/lib/skyhook/sk1//flags/pkg/1.0.0`",
+        agent: "prints the cleaned paths (`/var/lib/skyhook/sk1`, `…/sk1/flags/pkg/1.0.0`)",
+        basis: "SPEC §3 (paths are cleaned)",
+        scope: &["41-boolean-and-dir-env-variants"],
+        rewrite: cleaned_state_dir,
+        agent_only: None,
+    },
+    Sanction {
+        id: "relative-state-dir",
+        legacy: "appended a relative SKYHOOK_ROOT_DIR to ROOT without a `/` (`var/relstate` \
+                 became `<ROOT>var/relstate`): its state went to a directory beside the host \
+                 root, outside it",
+        agent: "resolves it under ROOT (`/var/relstate`, in the banner too) and writes nothing \
+                outside ROOT",
+        basis: "SPEC §2 (directory variables stay inside ROOT), §5",
+        scope: &["41-boolean-and-dir-env-variants"],
+        rewrite: relative_state_dir,
+        agent_only: None,
+    },
+    Sanction {
         id: "unknown-mode",
         legacy: "printed the banner, then warned and exited 0",
         agent: "warns and exits 0 without a banner",
@@ -431,7 +487,12 @@ fn diagnostics_on_stderr(e: &mut Expected, _: &[StepInfo]) {
 /// A step marker path split into its version directory (`<state>/flags/pkg/<ver>`, any state
 /// directory and version) and the marker's name.
 fn step_marker(path: &str) -> Option<(&str, &str)> {
-    let k = path.find("/flags/pkg/")? + "/flags/pkg/".len();
+    // 41's empty SKYHOOK_ROOT_DIR put the Python agent's state right under ROOT.
+    let k = if path.starts_with("flags/pkg/") {
+        "flags/pkg/".len()
+    } else {
+        path.find("/flags/pkg/")? + "/flags/pkg/".len()
+    };
     let name = k + path[k..].find('/')? + 1;
     Some((&path[..name - 1], &path[name..]))
 }
@@ -540,10 +601,16 @@ fn history_format(e: &mut Expected, _: &[StepInfo]) {
     }
 }
 
+/// The state directories of the transcripts: the operator's, and the default and the resolved
+/// relative SKYHOOK_ROOT_DIR of 41.
+const STATE_DIRS: &[&str] = &[STATE, "etc/skyhook", "var/relstate"];
+
 fn agent_state(path: &str) -> bool {
-    path.starts_with(&format!("{STATE}/results/"))
-        || path.starts_with(&format!("{STATE}/metrics/"))
-        || path.starts_with(&format!("{STATE}/locks/"))
+    STATE_DIRS.iter().any(|state| {
+        ["results", "metrics", "locks"]
+            .iter()
+            .any(|dir| path.starts_with(&format!("{state}/{dir}/")))
+    })
 }
 
 /// The lines of `stdout` from the header of `path` up to the next header (or the end).
@@ -648,6 +715,95 @@ fn expected_config_files(e: &mut Expected, _: &[StepInfo]) {
         inv.step_stderr.clear();
         inv.exit = 1;
     }
+}
+
+/// The directories of the `modes (before)` block keep those modes.
+fn root_dir_modes(e: &mut Expected, _: &[StepInfo]) {
+    let (before, after) = e.modes_mut();
+    let before = before.expect("a modes (before) block");
+    for modes in after {
+        for (path, mode) in &mut modes.modes {
+            if let Some(kept) = before.modes.get(path) {
+                *mode = *kept;
+            }
+        }
+    }
+}
+
+/// Only the package's own files (under STATE) keep their special bits.
+fn root_dir_special_bits(e: &mut Expected, _: &[StepInfo]) {
+    for tree in e.trees_mut() {
+        tree.special
+            .retain(|path, _| path.starts_with(&format!("{STATE}/")));
+    }
+}
+
+/// In invocation `n`'s banner, SKYHOOK_ROOT_DIR `from` reads `to`, and so do the flag and
+/// history paths under it.
+fn banner_state_dir(e: &mut Expected, n: u32, from: &str, to: &str) {
+    let inv = e.invocation(n);
+    inv.stdout = inv
+        .stdout
+        .replacen(
+            &format!("SKYHOOK_ROOT_DIR: {from}\n"),
+            &format!("SKYHOOK_ROOT_DIR: {to}\n"),
+            1,
+        )
+        .replacen(
+            &format!("flag_dir: {from}/"),
+            &format!("flag_dir: {to}/"),
+            1,
+        )
+        .replacen(
+            &format!("history_file: {from}/"),
+            &format!("history_file: {to}/"),
+            1,
+        );
+}
+
+/// 41, invocation 5: the state under `/etc/skyhook`.
+fn empty_state_dir(e: &mut Expected, _: &[StepInfo]) {
+    banner_state_dir(e, 5, "", "/etc/skyhook");
+    for tree in e.trees_mut() {
+        let legacy: Vec<String> = tree
+            .files
+            .keys()
+            .filter(|p| p.starts_with("flags/"))
+            .cloned()
+            .collect();
+        for p in legacy {
+            let content = tree.files.remove(&p).unwrap();
+            tree.files.insert(format!("etc/skyhook/{p}"), content);
+        }
+    }
+}
+
+/// 41, invocation 6: `/var/lib/skyhook/sk1/` without its final `/`.
+fn cleaned_state_dir(e: &mut Expected, _: &[StepInfo]) {
+    banner_state_dir(e, 6, "/var/lib/skyhook/sk1/", "/var/lib/skyhook/sk1");
+}
+
+/// 41, invocation 7: START and s1.sh's markers under `<ROOT>/var/relstate`, nothing beside ROOT.
+fn relative_state_dir(e: &mut Expected, steps: &[StepInfo]) {
+    banner_state_dir(e, 7, "var/relstate", "/var/relstate");
+    for outside in e.outside_mut() {
+        outside.paths.retain(|p| p == ".");
+    }
+    let s1 = steps.iter().find(|s| s.path == "s1.sh").expect("s1.sh");
+    let flags = "var/relstate/flags";
+    let marker = Some("last_run: <TIME>\nstep_always_runs: true".to_owned());
+    let tree = e.tree_after(7);
+    tree.files
+        .insert(format!("{flags}/START"), Some(String::new()));
+    tree.files.insert(
+        format!(
+            "{flags}/pkg/1.0.0/{}",
+            legacy_marker_name(&s1.path, &s1.arguments, &s1.returncodes)
+        ),
+        marker.clone(),
+    );
+    tree.files
+        .insert(native_marker_in(&format!("{flags}/pkg/1.0.0"), s1), marker);
 }
 
 fn unknown_mode(e: &mut Expected, _: &[StepInfo]) {
