@@ -485,6 +485,9 @@ const UNSHOWN_FILES: &[(&str, &str)] = &[
     ("after_check.sh", "#!/bin/sh\necho \"${0##*/} runs\"\n"),
 ];
 
+/// The files the legacy harness gave the agent as stdin, rebuilt from what 44's step read.
+const STDIN_FILES: &[(&str, &str)] = &[("stdin.txt", "a line on the agent's stdin\n")];
+
 /// Files a listing shows as raw bytes, which the transcript's text holds only lossily: 43's
 /// `blob.bin` is "all 256 byte values" in order (checked against the listing's lossy content).
 fn binary_file(name: &str) -> Option<Vec<u8>> {
@@ -824,7 +827,25 @@ fn run_invocation(inv: &Invocation, host: &FakeHost) -> Run {
         full.extend(args);
         return cmd.args(full).run_program(Path::new("/usr/bin/unshare"));
     }
-    let cmd = cmd.args(args);
+    let mut cmd = cmd.args(args);
+    // "(stdin: stdin.txt)": the agent's stdin is that file (44's step prints its line).
+    let stdin = inv
+        .notes
+        .iter()
+        .find_map(|n| n.split_once("(stdin: ")?.1.split_once(')'))
+        .map(|(name, _)| {
+            let text = STDIN_FILES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .unwrap_or_else(|| panic!("no content for the stdin file {name}"))
+                .1;
+            let mut file = tempfile::NamedTempFile::new().unwrap();
+            std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+            file
+        });
+    if let Some(file) = &stdin {
+        cmd = cmd.stdin_file(file.path());
+    }
     if !sigterm {
         return cmd.run();
     }
@@ -1189,9 +1210,10 @@ fn replay(name: &str) {
 }
 
 macro_rules! replay_tests {
-    ($($test:ident => $name:literal,)*) => {
+    ($($(#[$attr:meta])* $test:ident => $name:literal,)*) => {
         $(
             #[test]
+            $(#[$attr])*
             fn $test() {
                 replay($name);
             }
@@ -1238,6 +1260,13 @@ replay_tests! {
     replay_41_boolean_and_dir_env_variants => "41-boolean-and-dir-env-variants",
     replay_42_step_env_precedence_node_order => "42-step-env-precedence-node-order",
     replay_43_binary_and_long_output => "43-binary-and-long-output",
+    // bg.sh leaves a child that prints a line 2 s later and then exits. This agent still ends
+    // it when bg.sh exits (no line, no /var/tmp/bg-done), which SPEC §8.4 (leftover processes)
+    // forbids and the execution layer is being changed for; once the child lives on, its line
+    // lands on the relay's 2 s boundary, and the row for that needs the change in place.
+    #[ignore = "the background child of bg.sh: SPEC §8.4 leftover processes, pending the \
+                execution change"]
+    replay_44_stdin_and_background_child => "44-stdin-and-background-child",
     replay_45_interrupt_service_restart_resume => "45-interrupt-service-restart-resume",
 }
 

@@ -225,6 +225,17 @@ pub static SANCTIONED: &[Sanction] = &[
         agent_only: None,
     },
     Sanction {
+        id: "step-stdin",
+        legacy: "let steps read the agent's own stdin (44's step read the line the agent was \
+                 given)",
+        agent: "gives every step and interrupt command `/dev/null` as stdin (the step reads \
+                end-of-file)",
+        basis: "SPEC §8.4 (stdin is `/dev/null`)",
+        scope: &["44-stdin-and-background-child"],
+        rewrite: step_stdin,
+        agent_only: None,
+    },
+    Sanction {
         id: "unknown-mode",
         legacy: "printed the banner, then warned and exited 0",
         agent: "warns and exits 0 without a banner",
@@ -804,6 +815,15 @@ fn relative_state_dir(e: &mut Expected, steps: &[StepInfo]) {
     );
     tree.files
         .insert(native_marker_in(&format!("{flags}/pkg/1.0.0"), s1), marker);
+}
+
+fn step_stdin(e: &mut Expected, _: &[StepInfo]) {
+    let inv = e.invocation(1);
+    inv.stdout = inv.stdout.replacen(
+        "stdin.sh read: a line on the agent's stdin\n",
+        "stdin.sh: EOF on stdin\n",
+        1,
+    );
 }
 
 fn unknown_mode(e: &mut Expected, _: &[StepInfo]) {
