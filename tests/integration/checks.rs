@@ -327,6 +327,43 @@ fn corrupt_history_is_backed_up_and_treated_as_unknown() {
     assert_eq!(entries.len(), 1);
 }
 
+/// SPEC §5 (an empty state file is "unknown", with a warning) and §8.9 (an unusable history
+/// file is moved to `.backup`): an empty file, a ledger whose `current-version` is empty,
+/// missing or null, and one that is not a ledger at all.
+#[test]
+fn history_without_a_usable_current_version_is_backed_up_with_a_warning() {
+    require_root!();
+    for unusable in [
+        "",
+        " \n",
+        r#"{"current-version": "", "history": []}"#,
+        r#"{"history": [{"version": "0.9.0", "time": "2024-08-28T14:33:20.123456+00:00"}]}"#,
+        r#"{"current-version": null, "history": []}"#,
+        "[]",
+    ] {
+        let host = FakeHost::new();
+        host.install(&Package::standard());
+        host.write(HISTORY, unusable);
+        let run = host.stage("upgrade");
+        run.assert_success();
+        run.assert_stdout_contains(
+            "upgrade up2.sh ['unknown', '1.0.0'] [0] Idempotence.Auto True\n",
+        );
+        run.assert_stdout_contains("[up.sh] CURRENT_VERSION=1.0.0 PREVIOUS_VERSION=unknown\n");
+        run.assert_stderr_line_contains(&[
+            "WARN",
+            "corrupt history file moved aside",
+            "/var/lib/skyhook/sk1/history/pkg.json",
+        ]);
+        assert_eq!(
+            host.read_string("var/lib/skyhook/sk1/history/pkg.json.backup"),
+            unusable,
+            "{unusable:?}"
+        );
+        assert!(!host.exists(HISTORY), "{unusable:?}");
+    }
+}
+
 #[test]
 fn empty_history_is_treated_as_unknown() {
     require_root!();

@@ -70,23 +70,40 @@ impl History {
     }
 }
 
-/// What the bytes of a ledger file hold.
-enum Parsed {
-    /// Empty or whitespace only: "unknown", kept as it is.
-    Blank,
-    Ledger(Ledger),
-    Corrupt(serde_json::Error),
+/// Why a ledger file cannot be used: each means "unknown" (SPEC §5, §8.9), and the file is moved
+/// to `.backup` with a warning the next time a run reads it.
+#[derive(Debug)]
+enum Corruption {
+    /// Empty or whitespace only (what a crash or a full disk leaves).
+    Empty,
+    /// JSON of the ledger's shape whose `current-version` is missing, null or blank: the one
+    /// value the file exists for.
+    NoCurrentVersion,
+    /// Not JSON of the ledger's shape.
+    Json(serde_json::Error),
 }
 
-/// SPEC §8.9 formats: this agent's indented JSON and the Python agent's compact one.
-fn parse(bytes: &[u8]) -> Parsed {
+impl std::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty => f.write_str("the file is empty"),
+            Self::NoCurrentVersion => f.write_str("no current-version"),
+            Self::Json(err) => err.fmt(f),
+        }
+    }
+}
+
+/// SPEC §8.9 formats: this agent's indented JSON and the Python agent's compact one. Only a
+/// ledger that names its current version is usable.
+fn parse(bytes: &[u8]) -> Result<Ledger, Corruption> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Parsed::Blank;
+        return Err(Corruption::Empty);
     }
-    match serde_json::from_slice::<Ledger>(bytes) {
-        Ok(ledger) => Parsed::Ledger(ledger),
-        Err(err) => Parsed::Corrupt(err),
+    let ledger = serde_json::from_slice::<Ledger>(bytes).map_err(Corruption::Json)?;
+    if known(ledger.current_version.clone()).is_none() {
+        return Err(Corruption::NoCurrentVersion);
     }
+    Ok(ledger)
 }
 
 /// SPEC §5: an empty value means "unknown", never a version.
@@ -94,25 +111,21 @@ fn known(version: Option<String>) -> Option<String> {
     version.filter(|version| !version.trim().is_empty())
 }
 
-/// The `current-version` recorded in history, or `None` when the file is missing, empty or
-/// corrupt (a corrupt file is renamed to `<file>.backup` with a warning).
+/// The `current-version` recorded in history, or `None` when the file is missing or unusable
+/// (empty, without a current version, corrupt: renamed to `<file>.backup` with a warning).
 pub fn current_version(fs: &HostFs, file: &Path) -> Result<Option<String>, HostFsError> {
     let ledger = load(fs, file)?;
     Ok(known(ledger.and_then(|ledger| ledger.current_version)))
 }
 
-/// Read the ledger without moving a corrupt file aside: reading state never repairs it
+/// Read the ledger without moving an unusable file aside: reading state never repairs it
 /// (`agent status` and `agent plan` report; the next run that needs the file moves it).
 pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
     let Some(bytes) = fs.read(file)? else {
         return Ok(History::default());
     };
     Ok(match parse(&bytes) {
-        Parsed::Blank => History {
-            problem: Some("the history file is empty".into()),
-            ..History::default()
-        },
-        Parsed::Ledger(ledger) => History {
+        Ok(ledger) => History {
             current_version: known(ledger.current_version),
             entries: ledger
                 .history
@@ -125,8 +138,8 @@ pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
             problem: None,
             corrupt: false,
         },
-        Parsed::Corrupt(e) => History {
-            problem: Some(format!("the history file is corrupt: {e}")),
+        Err(why) => History {
+            problem: Some(format!("the history file is corrupt: {why}")),
             corrupt: true,
             ..History::default()
         },
@@ -152,17 +165,17 @@ pub fn record(fs: &HostFs, file: &Path, version: &str, now: SystemTime) -> Resul
     fs.write_atomic(file, text.as_bytes())
 }
 
-/// Read and parse the ledger. `None` when it is missing, blank, or corrupt; a corrupt file is
-/// first moved to `<file>.backup` (replacing an older backup) so the evidence survives the
-/// fresh ledger written later, as the Python agent did.
+/// Read and parse the ledger. `None` when it is missing or unusable; an unusable file (empty,
+/// without a current version, corrupt) is first moved to `<file>.backup` (replacing an older
+/// backup) so the evidence survives the fresh ledger written later, as the Python agent did
+/// with an empty or unparsable one.
 fn load(fs: &HostFs, file: &Path) -> Result<Option<Ledger>, HostFsError> {
     let Some(bytes) = fs.read(file)? else {
         return Ok(None);
     };
     match parse(&bytes) {
-        Parsed::Blank => Ok(None),
-        Parsed::Ledger(ledger) => Ok(Some(ledger)),
-        Parsed::Corrupt(err) => {
+        Ok(ledger) => Ok(Some(ledger)),
+        Err(err) => {
             let backup = backup_path(file)?;
             fs.rename(file, &backup)?;
             tracing::warn!(
@@ -238,22 +251,26 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
+    /// SPEC §5: an empty state file means "unknown" with a warning; like a corrupt ledger it
+    /// is moved aside (the Python agent did that too).
     #[test]
-    fn empty_or_blank_file_is_none_and_is_kept() {
+    fn empty_or_blank_file_is_moved_to_backup_and_treated_as_none() {
         let (_dir, fs) = host();
         for blank in ["", " \n\t\r\n"] {
             put(&fs, FILE, blank);
             assert_eq!(current_version(&fs, Path::new(FILE)).unwrap(), None);
-            assert_eq!(get(&fs, FILE).as_deref(), Some(blank));
+            assert_eq!(get(&fs, FILE), None, "{blank:?}");
             assert_eq!(
-                get(&fs, "/var/lib/skyhook/sk1/history/pkg.json.backup"),
-                None
+                get(&fs, "/var/lib/skyhook/sk1/history/pkg.json.backup").as_deref(),
+                Some(blank)
             );
         }
     }
 
+    /// SPEC §8.9: a ledger that names no current version cannot tell the previous one: it is
+    /// unusable like a corrupt one (the Python agent passed `""` on, or crashed).
     #[test]
-    fn missing_null_or_empty_current_version_is_none() {
+    fn missing_null_or_empty_current_version_is_moved_to_backup_and_treated_as_none() {
         let (_dir, fs) = host();
         for ledger in [
             r#"{"history": []}"#,
@@ -268,10 +285,10 @@ mod tests {
                 None,
                 "{ledger}"
             );
+            assert_eq!(get(&fs, FILE), None, "{ledger}");
             assert_eq!(
-                get(&fs, FILE).as_deref(),
-                Some(ledger),
-                "not treated as corrupt"
+                get(&fs, "/var/lib/skyhook/sk1/history/pkg.json.backup").as_deref(),
+                Some(ledger)
             );
         }
     }
@@ -425,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn record_over_an_empty_file_starts_fresh() {
+    fn record_over_an_empty_file_backs_it_up_and_starts_fresh() {
         let (_dir, fs) = host();
         put(&fs, FILE, "");
         record(&fs, Path::new(FILE), "1.0.0", now()).unwrap();
@@ -434,8 +451,8 @@ mod tests {
             Some("1.0.0")
         );
         assert_eq!(
-            get(&fs, "/var/lib/skyhook/sk1/history/pkg.json.backup"),
-            None
+            get(&fs, "/var/lib/skyhook/sk1/history/pkg.json.backup").as_deref(),
+            Some("")
         );
     }
 
@@ -472,11 +489,13 @@ mod tests {
         assert_eq!(h.current_version.as_deref(), Some("1.0.0"));
         assert_eq!(h.entries[0].time, "2026-11-30T10:28:09.400130+00:00");
         assert_eq!(h.previous_version(), "1.0.0");
-        std::fs::write(root.path().join("h/pkg.json"), "{").unwrap();
-        let h = inspect(&fs, file).unwrap();
-        assert!(h.corrupt && h.problem.is_some());
-        assert_eq!(h.previous_version(), "unknown");
-        assert!(root.path().join("h/pkg.json").exists(), "left in place");
-        assert!(!root.path().join("h/pkg.json.backup").exists());
+        for unusable in ["{", "", r#"{"current-version": "", "history": []}"#] {
+            std::fs::write(root.path().join("h/pkg.json"), unusable).unwrap();
+            let h = inspect(&fs, file).unwrap();
+            assert!(h.corrupt && h.problem.is_some(), "{unusable:?}");
+            assert_eq!(h.previous_version(), "unknown");
+            assert!(root.path().join("h/pkg.json").exists(), "left in place");
+            assert!(!root.path().join("h/pkg.json.backup").exists());
+        }
     }
 }

@@ -5,10 +5,9 @@
 //! `docs/compatibility.md` lists the same rows; a test keeps the two in step and fails on a row
 //! that no transcript needs.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{Expected, StepInfo, headers};
+use super::{ExpTree, Expected, StepInfo, headers};
 use crate::util::{BOOT_ID, Banner, legacy_marker_name, native_marker_name};
 
 /// One sanctioned difference.
@@ -92,7 +91,8 @@ pub static SANCTIONED: &[Sanction] = &[
     Sanction {
         id: "history-format",
         legacy: "wrote the history file as compact JSON with `+00:00` times and no final newline",
-        agent: "writes it 2-space indented with a final newline, times in UTC with `Z`",
+        agent: "writes it 2-space indented with a final newline, times in UTC with `Z`; keys it \
+                does not know (in the file or in an entry) are kept, after its own",
         basis: "SPEC §8.9",
         scope: &[],
         rewrite: history_format,
@@ -127,8 +127,112 @@ pub static SANCTIONED: &[Sanction] = &[
                  corrupt history (`unknown` to the next ones)",
         agent: "treats a corrupt history as unknown for every step: `unknown`",
         basis: "SPEC §8.9 (missing/empty/corrupt → `unknown`)",
-        scope: &["12-corrupt-history"],
+        scope: &["12-corrupt-history", "38-history-edge-cases"],
         rewrite: corrupt_history_version,
+        agent_only: None,
+    },
+    Sanction {
+        id: "history-without-current-version",
+        legacy: "took a `current-version` of `\"\"` as the previous version (an empty \
+                 PREVIOUS_VERSION, `''` in the upgrade step's arguments, the file kept), and \
+                 crashed (exit 1, no step run) on a history file without `current-version` or \
+                 one that is not a JSON object (`[]`)",
+        agent: "treats each as an unusable history file, like an empty or corrupt one: moves it \
+                to `<pkg>.json.backup` with a warning and runs the upgrade from `unknown`",
+        basis: "SPEC §5 (empty or corrupt state file → unknown, with a warning), §8.9",
+        scope: &["38-history-edge-cases"],
+        rewrite: history_without_current_version,
+        agent_only: None,
+    },
+    Sanction {
+        id: "history-cap",
+        legacy: "kept every history entry (101 after an upgrade-check on a history of 100)",
+        agent: "keeps the newest 100 entries",
+        basis: "SPEC §8.9 (at most 100 entries)",
+        scope: &["38-history-edge-cases"],
+        rewrite: history_cap,
+        agent_only: None,
+    },
+    Sanction {
+        id: "expected-config-files",
+        legacy: "accepted an `expected_config_files` entry whenever the path existed: a \
+                 directory, `\"\"` (the configmaps directory itself), `../config.json` (outside \
+                 the configmaps directory)",
+        agent: "requires a non-empty relative path without `..` to a regular file (after \
+                links) under `configmaps/`: exit 1 before any step (`expected config file \
+                \"sub/b.conf\" was not found in the configmaps directory (found a directory)`, \
+                `expected config file \"\" must be a non-empty relative path without \"..\" \
+                components`)",
+        basis: "SPEC §6 step 7",
+        scope: &["39-config-mode-configmaps"],
+        rewrite: expected_config_files,
+        agent_only: None,
+    },
+    Sanction {
+        id: "root-dir-modes",
+        legacy: "gave existing host directories the modes of their `root_dir/` counterparts: \
+                 ROOT took `root_dir`'s 0700, `/etc` 0750, `/var/tmp` lost its sticky 1777 for \
+                 0755",
+        agent: "creates the directories the overlay needs with the source's modes and leaves \
+                those that exist as they are (ROOT itself is never changed)",
+        basis: "SPEC §6 step 7 (never chmod ROOT), §5",
+        scope: &["40-root-dir-overlay"],
+        rewrite: root_dir_modes,
+        agent_only: None,
+    },
+    Sanction {
+        id: "root-dir-special-bits",
+        legacy: "kept setuid, setgid and sticky bits on the files it copied from `root_dir/` \
+                 (`opt/pkg/bin/suid-tool` stayed `-rwsr-xr-x` on the host)",
+        agent: "drops them from the copies (`-rwxr-xr-x`)",
+        basis: "SPEC §5 (copies keep the permission bits minus setuid/setgid/sticky), §6 step 7",
+        scope: &["40-root-dir-overlay"],
+        rewrite: root_dir_special_bits,
+        agent_only: None,
+    },
+    Sanction {
+        id: "empty-state-dir",
+        legacy: "took an empty SKYHOOK_ROOT_DIR as it was: its state right under ROOT \
+                 (`<ROOT>/flags/START`), the banner showing `SKYHOOK_ROOT_DIR: ` and `flag_dir: \
+                 /flags/pkg/1.0.0`",
+        agent: "an empty directory variable is unset: the default `/etc/skyhook`, in the \
+                banner too",
+        basis: "SPEC §2 (directory variables: empty → default)",
+        scope: &["41-boolean-and-dir-env-variants"],
+        rewrite: empty_state_dir,
+        agent_only: None,
+    },
+    Sanction {
+        id: "cleaned-state-dir",
+        legacy: "printed SKYHOOK_ROOT_DIR as given: `/var/lib/skyhook/sk1/`, `flag_dir: \
+                 /var/lib/skyhook/sk1//flags/pkg/1.0.0`",
+        agent: "prints the cleaned paths (`/var/lib/skyhook/sk1`, `…/sk1/flags/pkg/1.0.0`)",
+        basis: "SPEC §3 (paths are cleaned)",
+        scope: &["41-boolean-and-dir-env-variants"],
+        rewrite: cleaned_state_dir,
+        agent_only: None,
+    },
+    Sanction {
+        id: "relative-state-dir",
+        legacy: "appended a relative SKYHOOK_ROOT_DIR to ROOT without a `/` (`var/relstate` \
+                 became `<ROOT>var/relstate`): its state went to a directory beside the host \
+                 root, outside it",
+        agent: "resolves it under ROOT (`/var/relstate`, in the banner too) and writes nothing \
+                outside ROOT",
+        basis: "SPEC §2 (directory variables stay inside ROOT), §5",
+        scope: &["41-boolean-and-dir-env-variants"],
+        rewrite: relative_state_dir,
+        agent_only: None,
+    },
+    Sanction {
+        id: "step-stdin",
+        legacy: "let steps read the agent's own stdin (44's step read the line the agent was \
+                 given)",
+        agent: "gives every step and interrupt command `/dev/null` as stdin (the step reads \
+                end-of-file)",
+        basis: "SPEC §8.4 (stdin is `/dev/null`)",
+        scope: &["44-stdin-and-background-child"],
+        rewrite: step_stdin,
         agent_only: None,
     },
     Sanction {
@@ -223,12 +327,11 @@ pub fn apply_all(
 }
 
 /// `tree` without the paths only this agent writes.
-pub fn ignore_agent_only(
-    tree: BTreeMap<String, Option<String>>,
-) -> BTreeMap<String, Option<String>> {
-    tree.into_iter()
-        .filter(|(p, _)| !SANCTIONED.iter().filter_map(|s| s.agent_only).any(|f| f(p)))
-        .collect()
+pub fn ignore_agent_only(mut tree: ExpTree) -> ExpTree {
+    let agent_only = |p: &String| SANCTIONED.iter().filter_map(|s| s.agent_only).any(|f| f(p));
+    tree.files.retain(|p, _| !agent_only(p));
+    tree.links.retain(|p, _| !agent_only(p));
+    tree
 }
 
 /// docs/compatibility.md shows exactly this table, and no row is stale: a row for every
@@ -392,14 +495,23 @@ fn diagnostics_on_stderr(e: &mut Expected, _: &[StepInfo]) {
     }
 }
 
-fn is_step_marker(path: &str) -> bool {
-    path.starts_with(&format!("{FLAGS}/"))
+/// A step marker path split into its version directory (`<state>/flags/pkg/<ver>`, any state
+/// directory and version) and the marker's name.
+fn step_marker(path: &str) -> Option<(&str, &str)> {
+    // 41's empty SKYHOOK_ROOT_DIR put the Python agent's state right under ROOT.
+    let k = if path.starts_with("flags/pkg/") {
+        "flags/pkg/".len()
+    } else {
+        path.find("/flags/pkg/")? + "/flags/pkg/".len()
+    };
+    let name = k + path[k..].find('/')? + 1;
+    Some((&path[..name - 1], &path[name..]))
 }
 
 fn marker_content(e: &mut Expected, _: &[StepInfo]) {
     for tree in e.trees_mut() {
         for (p, c) in &mut tree.files {
-            if let Some(c) = c.as_mut().filter(|_| is_step_marker(p)) {
+            if let Some(c) = c.as_mut().filter(|_| step_marker(p).is_some()) {
                 *c = c
                     .replace("step_always_runs: True", "step_always_runs: true")
                     .replace("step_always_runs: False", "step_always_runs: false");
@@ -408,10 +520,10 @@ fn marker_content(e: &mut Expected, _: &[StepInfo]) {
     }
 }
 
-/// The native marker of `step`, relative to ROOT.
-fn native_marker(step: &StepInfo) -> String {
+/// The native marker of `step` in version directory `dir`, relative to ROOT.
+fn native_marker_in(dir: &str, step: &StepInfo) -> String {
     format!(
-        "{FLAGS}/{}",
+        "{dir}/{}",
         native_marker_name(
             &step.path,
             &step.arguments,
@@ -422,49 +534,94 @@ fn native_marker(step: &StepInfo) -> String {
     )
 }
 
+/// The native marker of `step` for version 1.0.0, relative to ROOT.
+fn native_marker(step: &StepInfo) -> String {
+    native_marker_in(FLAGS, step)
+}
+
+/// Beside every legacy marker of a step (any version), its native marker.
 fn native_markers(e: &mut Expected, steps: &[StepInfo]) {
     for tree in e.trees_mut() {
-        for step in steps {
-            let legacy = format!(
-                "{FLAGS}/{}",
-                legacy_marker_name(&step.path, &step.arguments, &step.returncodes)
-            );
-            if let Some(content) = tree.files.get(&legacy).cloned() {
-                tree.files.insert(native_marker(step), content);
+        let mut native = Vec::new();
+        for (path, content) in &tree.files {
+            let Some((dir, name)) = step_marker(path) else {
+                continue;
+            };
+            for step in steps
+                .iter()
+                .filter(|s| legacy_marker_name(&s.path, &s.arguments, &s.returncodes) == name)
+            {
+                native.push((native_marker_in(dir, step), content.clone()));
             }
         }
+        tree.files.extend(native);
     }
 }
 
+/// The legacy history rendered as this agent writes it: `serde_json`'s pretty printer, the
+/// known keys first and the others (another agent's additions, kept) after them, sorted.
 fn history_format(e: &mut Expected, _: &[StepInfo]) {
+    use serde_json::{Map, Value};
+    /// `"key": value` at `indent`, nested values indented below it.
+    fn field(key: &str, value: &Value, indent: &str) -> String {
+        let pretty = serde_json::to_string_pretty(value).unwrap();
+        format!(
+            "{indent}\"{key}\": {}",
+            pretty.replace('\n', &format!("\n{indent}"))
+        )
+    }
+    /// The fields of `map`: `known` first, in that order, then the rest.
+    fn fields(
+        map: &Map<String, Value>,
+        known: &[&str],
+        indent: &str,
+        render: &dyn Fn(&str, &Value) -> String,
+    ) -> Vec<String> {
+        known
+            .iter()
+            .filter_map(|k| Some(render(k, map.get(*k)?)))
+            .chain(
+                map.iter()
+                    .filter(|(k, _)| !known.contains(&k.as_str()))
+                    .map(|(k, v)| field(k, v, indent)),
+            )
+            .collect()
+    }
     for tree in e.trees_mut() {
         let Some(Some(c)) = tree.files.get_mut(HISTORY) else {
             continue;
         };
-        let v: serde_json::Value = serde_json::from_str(c).expect("legacy history parses");
-        let entries: Vec<String> = v["history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| {
-                format!(
-                    "    {{\n      \"version\": {},\n      \"time\": {}\n    }}",
-                    h["version"], h["time"]
-                )
-            })
-            .collect();
-        *c = format!(
-            "{{\n  \"current-version\": {},\n  \"history\": [\n{}\n  ]\n}}\n",
-            v["current-version"],
-            entries.join(",\n")
-        );
+        let v: Value = serde_json::from_str(c).expect("legacy history parses");
+        let entry = |h: &Value| {
+            let map = h.as_object().expect("legacy history entries are objects");
+            let inner = fields(map, &["version", "time"], "      ", &|k, v| {
+                field(k, v, "      ")
+            });
+            format!("    {{\n{}\n    }}", inner.join(",\n"))
+        };
+        let render = |k: &str, v: &Value| match (k, v.as_array()) {
+            ("history", Some(entries)) if !entries.is_empty() => {
+                let entries: Vec<String> = entries.iter().map(entry).collect();
+                format!("  \"history\": [\n{}\n  ]", entries.join(",\n"))
+            }
+            _ => field(k, v, "  "),
+        };
+        let map = v.as_object().expect("the legacy history is an object");
+        let top = fields(map, &["current-version", "history"], "  ", &render);
+        *c = format!("{{\n{}\n}}\n", top.join(",\n"));
     }
 }
 
+/// The state directories of the transcripts: the operator's, and the default and the resolved
+/// relative SKYHOOK_ROOT_DIR of 41.
+const STATE_DIRS: &[&str] = &[STATE, "etc/skyhook", "var/relstate"];
+
 fn agent_state(path: &str) -> bool {
-    path.starts_with(&format!("{STATE}/results/"))
-        || path.starts_with(&format!("{STATE}/metrics/"))
-        || path.starts_with(&format!("{STATE}/locks/"))
+    STATE_DIRS.iter().any(|state| {
+        ["results", "metrics", "locks"]
+            .iter()
+            .any(|dir| path.starts_with(&format!("{state}/{dir}/")))
+    })
 }
 
 /// The lines of `stdout` from the header of `path` up to the next header (or the end).
@@ -509,11 +666,164 @@ fn returncodes(e: &mut Expected, steps: &[StepInfo]) {
     tree.files.remove(&native_marker(rc1_step));
 }
 
+/// The invocation that found the corrupt (12: `{`) or empty (38) history.
 fn corrupt_history_version(e: &mut Expected, _: &[StepInfo]) {
-    let inv = e.invocation(1);
+    let n = match e.transcript.as_str() {
+        "12-corrupt-history" => 1,
+        "38-history-edge-cases" => 4,
+        other => panic!("corrupt-history-version does not cover {other}"),
+    };
+    let inv = e.invocation(n);
     inv.stdout = inv
         .stdout
         .replacen("PREVIOUS_VERSION=\n", "PREVIOUS_VERSION=unknown\n", 1);
+}
+
+/// 38: `current-version: ""` (1), no `current-version` (2), `[]` (3): each run as with no
+/// usable history, the same output as 1 once `""` reads `unknown`.
+fn history_without_current_version(e: &mut Expected, _: &[StepInfo]) {
+    let first = e.invocation(1);
+    first.stdout = first
+        .stdout
+        .replace("PREVIOUS_VERSION=\n", "PREVIOUS_VERSION=unknown\n")
+        .replace("['', '1.0.0']", "['unknown', '1.0.0']")
+        .replace("args(2):  1.0.0\n", "args(2): unknown 1.0.0\n");
+    let first = first.clone();
+    for n in [2, 3] {
+        let inv = e.invocation(n);
+        inv.stdout.clone_from(&first.stdout);
+        inv.step_stderr.clone_from(&first.step_stderr);
+        inv.exit = 0;
+    }
+}
+
+/// 38: of 1.0.0 and the 100 entries 0.100.0 … 0.1.0 before it, the newest 100 end at 0.2.0.
+fn history_cap(e: &mut Expected, _: &[StepInfo]) {
+    for count in e.history_counts_mut() {
+        if count.count > 100 {
+            count.count = 100;
+            "0.2.0".clone_into(&mut count.last);
+        }
+    }
+}
+
+/// The banner of a stdout: its lines up to the second dashed line.
+fn banner_only(stdout: &str) -> String {
+    let end = stdout
+        .match_indices("--------------------\n")
+        .nth(1)
+        .map(|(k, m)| k + m.len())
+        .expect("a banner");
+    stdout[..end].to_owned()
+}
+
+/// 39: `sub/b.conf` a directory (4), `[""]` (6), `[../config.json]` (7): refused after the
+/// banner, no step run.
+fn expected_config_files(e: &mut Expected, _: &[StepInfo]) {
+    for n in [4, 6, 7] {
+        let inv = e.invocation(n);
+        inv.stdout = banner_only(&inv.stdout);
+        inv.step_stderr.clear();
+        inv.exit = 1;
+    }
+}
+
+/// The directories of the `modes (before)` block keep those modes.
+fn root_dir_modes(e: &mut Expected, _: &[StepInfo]) {
+    let (before, after) = e.modes_mut();
+    let before = before.expect("a modes (before) block");
+    for modes in after {
+        for (path, mode) in &mut modes.modes {
+            if let Some(kept) = before.modes.get(path) {
+                *mode = *kept;
+            }
+        }
+    }
+}
+
+/// Only the package's own files (under STATE) keep their special bits.
+fn root_dir_special_bits(e: &mut Expected, _: &[StepInfo]) {
+    for tree in e.trees_mut() {
+        tree.special
+            .retain(|path, _| path.starts_with(&format!("{STATE}/")));
+    }
+}
+
+/// In invocation `n`'s banner, SKYHOOK_ROOT_DIR `from` reads `to`, and so do the flag and
+/// history paths under it.
+fn banner_state_dir(e: &mut Expected, n: u32, from: &str, to: &str) {
+    let inv = e.invocation(n);
+    inv.stdout = inv
+        .stdout
+        .replacen(
+            &format!("SKYHOOK_ROOT_DIR: {from}\n"),
+            &format!("SKYHOOK_ROOT_DIR: {to}\n"),
+            1,
+        )
+        .replacen(
+            &format!("flag_dir: {from}/"),
+            &format!("flag_dir: {to}/"),
+            1,
+        )
+        .replacen(
+            &format!("history_file: {from}/"),
+            &format!("history_file: {to}/"),
+            1,
+        );
+}
+
+/// 41, invocation 5: the state under `/etc/skyhook`.
+fn empty_state_dir(e: &mut Expected, _: &[StepInfo]) {
+    banner_state_dir(e, 5, "", "/etc/skyhook");
+    for tree in e.trees_mut() {
+        let legacy: Vec<String> = tree
+            .files
+            .keys()
+            .filter(|p| p.starts_with("flags/"))
+            .cloned()
+            .collect();
+        for p in legacy {
+            let content = tree.files.remove(&p).unwrap();
+            tree.files.insert(format!("etc/skyhook/{p}"), content);
+        }
+    }
+}
+
+/// 41, invocation 6: `/var/lib/skyhook/sk1/` without its final `/`.
+fn cleaned_state_dir(e: &mut Expected, _: &[StepInfo]) {
+    banner_state_dir(e, 6, "/var/lib/skyhook/sk1/", "/var/lib/skyhook/sk1");
+}
+
+/// 41, invocation 7: START and s1.sh's markers under `<ROOT>/var/relstate`, nothing beside ROOT.
+fn relative_state_dir(e: &mut Expected, steps: &[StepInfo]) {
+    banner_state_dir(e, 7, "var/relstate", "/var/relstate");
+    for outside in e.outside_mut() {
+        outside.paths.retain(|p| p == ".");
+    }
+    let s1 = steps.iter().find(|s| s.path == "s1.sh").expect("s1.sh");
+    let flags = "var/relstate/flags";
+    let marker = Some("last_run: <TIME>\nstep_always_runs: true".to_owned());
+    let tree = e.tree_after(7);
+    tree.files
+        .insert(format!("{flags}/START"), Some(String::new()));
+    tree.files.insert(
+        format!(
+            "{flags}/pkg/1.0.0/{}",
+            legacy_marker_name(&s1.path, &s1.arguments, &s1.returncodes)
+        ),
+        marker.clone(),
+    );
+    tree.files
+        .insert(native_marker_in(&format!("{flags}/pkg/1.0.0"), s1), marker);
+}
+
+fn step_stdin(e: &mut Expected, _: &[StepInfo]) {
+    let inv = e.invocation(1);
+    inv.stdout = inv.stdout.replacen(
+        "stdin.sh read: a line on the agent's stdin\n",
+        "stdin.sh: EOF on stdin\n",
+        1,
+    );
 }
 
 fn unknown_mode(e: &mut Expected, _: &[StepInfo]) {

@@ -4,8 +4,14 @@
 //! optionally the package's `config.json`, the step script every step file holds and other
 //! files (`----- noisy.sh -----`), a `#` comment describing the scenario, then in order
 //! `invocation N: title` blocks (the exact command with its `env -i` environment, notes such as
-//! `(sent SIGTERM …)`, stdout, stderr, exit code) and `file tree after: title` blocks (one line
-//! per path, small file contents as `    | ` lines).
+//! `(sent SIGTERM …)`, stdout, stderr, exit code), `file tree after: title` blocks (one line
+//! per path, small file contents as `    | ` lines, `l path -> target` for symbolic links), and
+//! the harness's own measurements between them: `modes (…)` of chosen paths (those `before` the
+//! first invocation are how the harness prepared the root), the number of history entries, and
+//! what appeared outside the fake root.
+//!
+//! The text is UTF-8 except where a listing shows a file's raw bytes (43's `blob.bin`): it is
+//! read with invalid bytes replaced by U+FFFD, as the comparison reads this agent's files.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -38,7 +44,7 @@ pub struct Transcript {
     pub step_script: Option<String>,
     /// Other files shown by name (`----- noisy.sh -----`).
     pub files: Vec<(String, String)>,
-    /// Invocations and tree listings, in transcript order.
+    /// Invocations, tree listings and the harness's measurements, in transcript order.
     pub events: Vec<Event>,
 }
 
@@ -46,6 +52,32 @@ pub struct Transcript {
 pub enum Event {
     Invocation(Invocation),
     Tree(Tree),
+    Modes(Modes),
+    HistoryCount(HistoryCount),
+    Outside(Outside),
+}
+
+/// A `modes (title)` block: permission bits (with the special bits) of chosen paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Modes {
+    pub title: String,
+    /// ROOT-relative path (`.` for ROOT itself) → mode.
+    pub modes: BTreeMap<String, u32>,
+}
+
+/// `history entries after: N; first: "version": "A"; last: "version": "B"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryCount {
+    pub count: usize,
+    pub first: String,
+    pub last: String,
+}
+
+/// `outside the fake root, beside it (…)`: the paths the harness found next to the fake root
+/// (not the root itself nor its own scratch files), `.` first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outside {
+    pub paths: Vec<String>,
 }
 
 /// One run of the legacy agent.
@@ -71,13 +103,18 @@ pub struct Tree {
     pub entries: BTreeMap<String, Entry>,
 }
 
-/// One path of a listing (relative to ROOT, no leading `./`, no trailing `/`).
+/// One path of a listing (relative to ROOT, no leading `./`, no trailing `/`). The listing
+/// shows a symbolic link to a directory as a directory (it does not descend into it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub dir: bool,
     pub size: u64,
     /// Content, when the listing shows it (small files; empty files always).
     pub content: Option<String>,
+    /// The target of a symbolic link (`l path -> target`), as it is written.
+    pub link: Option<String>,
+    /// A file's mode, from the listing's `-rwsr-xr-x`.
+    pub mode: Option<u32>,
 }
 
 impl Transcript {
@@ -85,9 +122,7 @@ impl Transcript {
     pub fn load(name: &str) -> Self {
         let path = transcripts_dir().join(format!("{name}.txt"));
         let bytes = fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let text = String::from_utf8(bytes)
-            .unwrap_or_else(|e| panic!("{}: not UTF-8: {e}", path.display()));
-        Self::parse(name, &text)
+        Self::parse(name, &String::from_utf8_lossy(&bytes))
     }
 
     /// Parse a transcript's text.
@@ -115,6 +150,41 @@ impl Transcript {
                 let (tree, next) = parse_tree(title, &lines, i + 1);
                 t.events.push(Event::Tree(tree));
                 i = next;
+            } else if let Some(title) = line
+                .strip_prefix("----- modes (")
+                .and_then(|r| r.strip_suffix(") -----"))
+            {
+                let (body, next) = indented(&lines, i + 1);
+                let modes = body
+                    .iter()
+                    .map(|l| {
+                        let words: Vec<&str> = l.split_whitespace().collect();
+                        let [mode, _kind, path] = words[..] else {
+                            panic!("{name}: bad modes line {l:?}");
+                        };
+                        let mode = u32::from_str_radix(mode, 8)
+                            .unwrap_or_else(|_| panic!("{name}: bad mode in {l:?}"));
+                        (path.to_owned(), mode)
+                    })
+                    .collect();
+                t.events.push(Event::Modes(Modes {
+                    title: title.to_owned(),
+                    modes,
+                }));
+                i = next;
+            } else if let Some(rest) = line.strip_prefix("----- history entries after: ") {
+                t.events
+                    .push(Event::HistoryCount(parse_history_count(name, rest)));
+                i += 1;
+            } else if line.starts_with("----- outside the fake root") {
+                let (body, next) = indented(&lines, i + 1);
+                t.events.push(Event::Outside(Outside {
+                    paths: body
+                        .iter()
+                        .map(|l| l.trim().trim_start_matches("./").to_owned())
+                        .collect(),
+                }));
+                i = next;
             } else if line.starts_with("----- ") && line.ends_with(" -----") {
                 let header = &line[6..line.len() - 6];
                 let (body, next) = section(&lines, i + 1);
@@ -138,7 +208,7 @@ impl Transcript {
     pub fn invocations(&self) -> impl Iterator<Item = &Invocation> {
         self.events.iter().filter_map(|e| match e {
             Event::Invocation(i) => Some(i),
-            Event::Tree(_) => None,
+            _ => None,
         })
     }
 
@@ -146,7 +216,15 @@ impl Transcript {
     pub fn last_tree(&self) -> Option<&Tree> {
         self.events.iter().rev().find_map(|e| match e {
             Event::Tree(t) => Some(t),
-            Event::Invocation(_) => None,
+            _ => None,
+        })
+    }
+
+    /// The modes the harness gave chosen paths before the first invocation.
+    pub fn modes_before(&self) -> Option<&Modes> {
+        self.events.iter().find_map(|e| match e {
+            Event::Modes(m) if m.title == "before" => Some(m),
+            _ => None,
         })
     }
 }
@@ -165,6 +243,37 @@ fn section(lines: &[&str], start: usize) -> (String, usize) {
         i += 1;
     }
     (body, i)
+}
+
+/// The indented lines from `start` up to the first that is not.
+fn indented<'a>(lines: &[&'a str], start: usize) -> (Vec<&'a str>, usize) {
+    let mut i = start;
+    while i < lines.len() && lines[i].starts_with("    ") {
+        i += 1;
+    }
+    (lines[start..i].to_vec(), i)
+}
+
+/// `101; first: "version": "1.0.0"; last: "version": "0.1.0"`.
+fn parse_history_count(name: &str, text: &str) -> HistoryCount {
+    let parts: Vec<&str> = text.split("; ").collect();
+    let version = |part: &str, key: &str| {
+        part.strip_prefix(key)
+            .and_then(|v| v.strip_prefix("\"version\": \""))
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("{name}: bad history count {text:?}"))
+            .to_owned()
+    };
+    match parts[..] {
+        [count, first, last] => HistoryCount {
+            count: count
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}: bad history count {text:?}")),
+            first: version(first, "first: "),
+            last: version(last, "last: "),
+        },
+        _ => panic!("{name}: bad history count {text:?}"),
+    }
 }
 
 fn parse_invocation(name: &str, header: &str, lines: &[&str], start: usize) -> (Invocation, usize) {
@@ -276,12 +385,29 @@ fn parse_tree(title: &str, lines: &[&str], start: usize) -> (Tree, usize) {
     while i < lines.len() && !lines[i].is_empty() {
         let l = lines[i];
         i += 1;
-        let (dir, rest) = match l.split_at(2) {
-            ("d ", rest) => (true, rest),
-            ("f ", rest) => (false, rest),
+        let (kind, rest) = l.split_at(2);
+        let rest = rest.strip_prefix("./").unwrap_or(rest);
+        if kind == "l " {
+            let (path, target) = rest
+                .split_once(" -> ")
+                .unwrap_or_else(|| panic!("bad link line {l:?}"));
+            entries.insert(
+                path.to_owned(),
+                Entry {
+                    dir: false,
+                    size: 0,
+                    content: None,
+                    link: Some(target.to_owned()),
+                    mode: None,
+                },
+            );
+            continue;
+        }
+        let dir = match kind {
+            "d " => true,
+            "f " => false,
             _ => panic!("bad tree line {l:?}"),
         };
-        let rest = rest.strip_prefix("./").unwrap_or(rest);
         if dir {
             let path = rest.trim_end_matches('/');
             if !path.is_empty() {
@@ -291,6 +417,8 @@ fn parse_tree(title: &str, lines: &[&str], start: usize) -> (Tree, usize) {
                         dir: true,
                         size: 0,
                         content: None,
+                        link: None,
+                        mode: None,
                     },
                 );
             }
@@ -332,6 +460,8 @@ fn parse_tree(title: &str, lines: &[&str], start: usize) -> (Tree, usize) {
                 dir: false,
                 size,
                 content,
+                link: None,
+                mode: meta.split(", ").nth(1).map(|m| parse_mode(m, l)),
             },
         );
     }
@@ -342,6 +472,29 @@ fn parse_tree(title: &str, lines: &[&str], start: usize) -> (Tree, usize) {
         },
         i,
     )
+}
+
+/// `-rwsr-xr-x` → `0o4755` (`s`/`S`, `t`/`T` the special bits with and without `x`).
+fn parse_mode(text: &str, line: &str) -> u32 {
+    let chars: Vec<char> = text.trim_end_matches(')').chars().collect();
+    assert_eq!(chars.len(), 10, "bad mode in {line:?}");
+    let mut mode = 0;
+    for (k, c) in chars[1..].iter().enumerate() {
+        let bit = 1 << (8 - k);
+        let special = match k {
+            2 => 0o4000,
+            5 => 0o2000,
+            8 => 0o1000,
+            _ => 0,
+        };
+        match c {
+            '-' => {}
+            's' | 't' => mode |= bit | special,
+            'S' | 'T' => mode |= special,
+            _ => mode |= bit,
+        }
+    }
+    mode
 }
 
 /// Split a command line the way the transcript's shell quoted it: words separated by spaces,

@@ -17,6 +17,8 @@ pub struct AgentCmd {
     cwd: PathBuf,
     timeout: Duration,
     hold_stdin: bool,
+    /// A file the agent reads as its stdin (default: `/dev/null`).
+    stdin_file: Option<PathBuf>,
     /// Shell commands run (as root) in a mount namespace of the agent's own before it starts.
     mount_setup: Option<String>,
 }
@@ -33,6 +35,7 @@ impl AgentCmd {
             cwd: cwd.to_owned(),
             timeout: AGENT_TIMEOUT,
             hold_stdin: false,
+            stdin_file: None,
             mount_setup: None,
         }
     }
@@ -83,6 +86,13 @@ impl AgentCmd {
         self
     }
 
+    /// Give the agent the file `path` as its stdin.
+    #[must_use]
+    pub fn stdin_file(mut self, path: &Path) -> Self {
+        self.stdin_file = Some(path.to_owned());
+        self
+    }
+
     /// Run the agent in a mount namespace of its own (`unshare --mount`), after the shell
     /// commands `setup` (mounts of tmpfs or read-only binds over directories of the fake root):
     /// the mounts exist for the agent alone and vanish with it, whatever happens to the test.
@@ -114,10 +124,10 @@ impl AgentCmd {
             .current_dir(&self.cwd)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .stdin(if self.hold_stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
+            .stdin(match &self.stdin_file {
+                Some(path) => Stdio::from(std::fs::File::open(path).expect("the stdin file")),
+                None if self.hold_stdin => Stdio::piped(),
+                None => Stdio::null(),
             });
         let mut child = cmd.spawn().expect("spawn the agent binary");
         let stdin = child.stdin.take();
