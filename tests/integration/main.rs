@@ -56,6 +56,7 @@ mod results;
 mod security;
 mod signals;
 mod stage_apply;
+mod state_bounds;
 mod state_edges;
 mod status;
 mod subcommands;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::compat::timestamp::rfc3339_nano;
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 
 /// The version an upgrade starts from when history is missing, empty or corrupt.
 pub(crate) const UNKNOWN_VERSION: &str = "unknown";
@@ -75,7 +75,18 @@ enum Parsed {
     /// Empty or whitespace only: "unknown", kept as it is.
     Blank,
     Ledger(Ledger),
-    Corrupt(serde_json::Error),
+    /// Why it is corrupt: not a ledger, or larger than any ledger (SPEC §5).
+    Corrupt(String),
+}
+
+/// Read and parse the ledger at `file`; `None` when it does not exist. A file larger than
+/// [`RECORD_BOUND`] is corrupt without being read (SPEC §5).
+fn read_ledger(fs: &HostFs, file: &Path) -> Result<Option<Parsed>, HostFsError> {
+    match fs.read(file, RECORD_BOUND) {
+        Ok(bytes) => Ok(bytes.map(|bytes| parse(&bytes))),
+        Err(err @ HostFsError::TooLarge { .. }) => Ok(Some(Parsed::Corrupt(err.to_string()))),
+        Err(err) => Err(err),
+    }
 }
 
 /// SPEC §8.9 formats: this agent's indented JSON and the Python agent's compact one.
@@ -85,7 +96,7 @@ fn parse(bytes: &[u8]) -> Parsed {
     }
     match serde_json::from_slice::<Ledger>(bytes) {
         Ok(ledger) => Parsed::Ledger(ledger),
-        Err(err) => Parsed::Corrupt(err),
+        Err(err) => Parsed::Corrupt(err.to_string()),
     }
 }
 
@@ -104,10 +115,10 @@ pub fn current_version(fs: &HostFs, file: &Path) -> Result<Option<String>, HostF
 /// Read the ledger without moving a corrupt file aside: reading state never repairs it
 /// (`agent status` and `agent plan` report; the next run that needs the file moves it).
 pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
-    let Some(bytes) = fs.read(file)? else {
+    let Some(parsed) = read_ledger(fs, file)? else {
         return Ok(History::default());
     };
-    Ok(match parse(&bytes) {
+    Ok(match parsed {
         Parsed::Blank => History {
             problem: Some("the history file is empty".into()),
             ..History::default()
@@ -156,10 +167,10 @@ pub fn record(fs: &HostFs, file: &Path, version: &str, now: SystemTime) -> Resul
 /// first moved to `<file>.backup` (replacing an older backup) so the evidence survives the
 /// fresh ledger written later, as the Python agent did.
 fn load(fs: &HostFs, file: &Path) -> Result<Option<Ledger>, HostFsError> {
-    let Some(bytes) = fs.read(file)? else {
+    let Some(parsed) = read_ledger(fs, file)? else {
         return Ok(None);
     };
-    match parse(&bytes) {
+    match parsed {
         Parsed::Blank => Ok(None),
         Parsed::Ledger(ledger) => Ok(Some(ledger)),
         Parsed::Corrupt(err) => {
@@ -211,7 +222,7 @@ mod tests {
     }
 
     fn get(fs: &HostFs, path: &str) -> Option<String> {
-        fs.read(Path::new(path))
+        fs.read(Path::new(path), RECORD_BOUND)
             .unwrap()
             .map(|bytes| String::from_utf8(bytes).unwrap())
     }
@@ -228,6 +239,40 @@ mod tests {
             get(&fs, FILE).as_deref(),
             Some(PYTHON_LEDGER),
             "reading changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_ledger_larger_than_the_bound_is_corrupt_and_moved_aside_unread() {
+        let (dir, fs) = host();
+        put(&fs, FILE, "");
+        let real = dir.path().join(FILE.trim_start_matches('/'));
+        // Sparse: 2 GiB of nothing that costs no disk; reading it whole would cost 2 GiB.
+        std::fs::File::options()
+            .write(true)
+            .open(&real)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let h = inspect(&fs, Path::new(FILE)).unwrap();
+        assert!(h.corrupt, "{h:?}");
+        assert_eq!(
+            h.problem.as_deref(),
+            Some(
+                format!("the history file is corrupt: {FILE} is corrupt: larger than 16 MiB")
+                    .as_str()
+            )
+        );
+        assert_eq!(current_version(&fs, Path::new(FILE)).unwrap(), None);
+        assert!(!real.exists(), "moved aside");
+        let backup = dir
+            .path()
+            .join(format!("{}.backup", FILE.trim_start_matches('/')));
+        assert_eq!(std::fs::metadata(backup).unwrap().len(), 2 << 30);
+        record(&fs, Path::new(FILE), "1.0.0", now()).unwrap();
+        assert_eq!(
+            current_version(&fs, Path::new(FILE)).unwrap().as_deref(),
+            Some("1.0.0")
         );
     }
 

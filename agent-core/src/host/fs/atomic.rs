@@ -204,7 +204,7 @@ pub(crate) fn remove_stale_temps(
             continue;
         }
         let result = match kind_of(stat.st_mode) {
-            Kind::File | Kind::Other => {
+            Kind::File | Kind::Other(_) => {
                 unistd::unlinkat(dir, name.as_str(), UnlinkatFlags::NoRemoveDir)
             }
             Kind::Dir => remove_tree_at(dir, OsStr::new(&name)),
