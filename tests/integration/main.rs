@@ -53,6 +53,7 @@ mod preflight;
 mod replay;
 mod reset;
 mod results;
+mod rooted;
 mod security;
 mod signals;
 mod stage_apply;

@@ -26,6 +26,19 @@ pub enum HostFsError {
     Escapes { path: String },
     #[error("{path} is a symbolic link")]
     SymbolicLink { path: String },
+    /// A link whose target climbs above ROOT with `..` (SPEC §6.3: not followed).
+    #[error("{link} is a symbolic link that resolves outside the host root")]
+    LinkOutsideRoot { link: String },
+    /// A link to an absolute path where the agent would follow it in its own view of the
+    /// host ([`Links::Relative`]), which is not the host's.
+    #[error(
+        "{link} is a symbolic link to the absolute path {target}: in the agent's view that \
+         resolves outside the host root"
+    )]
+    AbsoluteLink { link: String, target: String },
+    /// Following links at `path` never ends.
+    #[error("symbolic link cycle at {path}")]
+    SymlinkCycle { path: String },
     #[error("{path} is not a directory")]
     NotADirectory { path: String },
     /// Something other than a regular file is at the path (`kind`: "a directory", "a fifo",
@@ -56,7 +69,7 @@ pub const RECORD_BOUND: u64 = 16 << 20;
 /// SPEC §5: state files are 0600.
 const FILE_MODE: u32 = 0o600;
 /// SPEC §5: directories we create are 0755.
-const DIR_MODE: u32 = 0o755;
+pub(crate) const DIR_MODE: u32 = 0o755;
 /// Longest file name most Linux filesystems accept (`NAME_MAX`).
 const NAME_MAX: usize = 255;
 /// Temp files younger than this may belong to a writer that is still running (another agent
@@ -75,20 +88,9 @@ pub struct HostFs {
     root: PathBuf,
 }
 
-/// What a directory walk does about a component that does not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Missing {
-    /// Create it (0755), as `mkdir -p` does.
-    Create,
-    /// The same without making the new entry durable (directories of diagnostics).
-    CreateUnsynced,
-    /// Stop and report that the directory is absent.
-    Stop,
-}
-
 /// The type of a directory entry, as `lstat(2)` sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     File,
     Dir,
     Symlink,
@@ -97,7 +99,7 @@ enum Kind {
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::File => "a regular file",
             Self::Dir => "a directory",
@@ -493,73 +495,6 @@ impl HostFs {
     fn walk_existing(&self, dir: &Path) -> Result<Option<OwnedFd>, HostFsError> {
         self.walk(dir, Missing::Stop)
     }
-
-    fn walk(&self, dir: &Path, missing: Missing) -> Result<Option<OwnedFd>, HostFsError> {
-        let mut current = self.open_root()?;
-        let mut walked = PathBuf::from("/");
-        for component in dir.components() {
-            let Component::Normal(name) = component else {
-                continue;
-            };
-            walked.push(name);
-            let next = match open_dir_at(&current, name, &walked)? {
-                Some(fd) => fd,
-                None if missing == Missing::Stop => return Ok(None),
-                None => make_dir_at(&current, name, &walked, missing == Missing::Create)?,
-            };
-            current = next;
-        }
-        Ok(Some(current))
-    }
-}
-
-/// Open the directory `name` inside `parent` without following a link; `None` if absent.
-fn open_dir_at(
-    parent: &OwnedFd,
-    name: &OsStr,
-    host: &Path,
-) -> Result<Option<OwnedFd>, HostFsError> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    match fcntl::openat(parent, name, flags, Mode::empty()) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(Errno::ENOENT) => Ok(None),
-        // With O_DIRECTORY, Linux reports a link as ENOTDIR rather than ELOOP; ask lstat which
-        // one it really is.
-        Err(errno @ (Errno::ELOOP | Errno::ENOTDIR)) => match entry_kind(parent, name, host)? {
-            Some(Kind::Symlink) => Err(symbolic_link(host)),
-            Some(Kind::File | Kind::Other(_)) => Err(not_a_directory(host)),
-            // Swapped under us: report what the kernel said.
-            Some(Kind::Dir) | None => Err(io_error("opening directory", host, errno)),
-        },
-        Err(errno) => Err(io_error("opening directory", host, errno)),
-    }
-}
-
-/// Create the directory `name` inside `parent` with mode 0755 whatever the umask, fsync
-/// `parent` so the new entry survives a crash, and open it.
-fn make_dir_at(
-    parent: &OwnedFd,
-    name: &OsStr,
-    host: &Path,
-    durable: bool,
-) -> Result<OwnedFd, HostFsError> {
-    let created = match stat::mkdirat(parent, name, Mode::from_bits_truncate(DIR_MODE)) {
-        Ok(()) => true,
-        // A concurrent agent created it first; it is checked like any existing directory.
-        Err(Errno::EEXIST) => false,
-        Err(errno) => return Err(io_error("creating directory", host, errno)),
-    };
-    let fd = open_dir_at(parent, name, host)?
-        .ok_or_else(|| io_error("opening directory", host, Errno::ENOENT))?;
-    if created {
-        // mkdirat applies the process umask, which the container runtime chooses.
-        set_mode(&fd, DIR_MODE, host)?;
-        if durable {
-            let parent_host = host.parent().unwrap_or(Path::new("/"));
-            sync_fd(parent, parent_host)?;
-        }
-    }
-    Ok(fd)
 }
 
 /// The type of `name` in `dir`, without following a link; `None` if absent.
@@ -700,11 +635,15 @@ fn io_source(op: &'static str, host: &Path, source: std::io::Error) -> HostFsErr
 }
 
 mod atomic;
+mod lookup;
 
 pub use atomic::is_temp_name;
 pub(crate) use atomic::{
-    DirSync, is_earlier_temp_name, is_temp_name_of, remove_stale_temps, replace_in, temp_name,
+    DirSync, is_earlier_temp_name, is_temp_name_of, remove_stale_temps, remove_tree_at, replace_in,
+    temp_name,
 };
+pub use lookup::Links;
+pub(crate) use lookup::{Located, Missing, open_dir_below};
 
 #[cfg(test)]
 mod tests;
