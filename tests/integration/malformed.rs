@@ -636,7 +636,7 @@ static CASES: &[Case] = &[
             fs::remove_file(&config).unwrap();
             mkfifo(&config);
         },
-        message: "config.json: not a regular file",
+        message: "config.json: a fifo, not a regular file",
         ..STAGE
     },
     Case {

@@ -923,19 +923,39 @@ fn a_step_file_linking_out_of_root_never_has_its_target_changed() {
         }
     }
     // A relative link climbing out of ROOT: refused, and its target never made executable.
-    let host = FakeHost::new();
-    let victim = self::victim(&host);
-    let tool = victim.join("victim.sh");
-    fs::write(&tool, "#!/bin/sh\necho outside\n").unwrap();
-    fs::set_permissions(&tool, fs::Permissions::from_mode(0o644)).unwrap();
-    host.install(&Package::simple());
+    // Absolute, with nothing at that path on the host: the host's file is missing, and the
+    // agent's view of the path (the victim) is never taken for it.
     let step = format!("{PKG_DIR}/skyhook_dir/s1.sh");
-    let before = plant(&host, &step, &tool);
-    let run = host.stage("apply");
-    run.assert_code(1);
-    run.assert_stderr_contains("resolves outside the host root");
-    assert!(host.ran().is_empty());
-    assert_link_kept(&host, &step, &before);
+    let climbing = |tool: &Path| {
+        let from = step.rsplit_once('/').unwrap().0;
+        PathBuf::from(format!(
+            "{}work/victim/{}",
+            climb_from(from),
+            tool.file_name().unwrap().to_str().unwrap()
+        ))
+    };
+    for (relative, message) in [
+        (true, "resolves outside the host root"),
+        (false, "No such file or directory"),
+    ] {
+        let host = FakeHost::new();
+        let victim = self::victim(&host);
+        let tool = victim.join("victim.sh");
+        fs::write(&tool, "#!/bin/sh\necho outside\n").unwrap();
+        fs::set_permissions(&tool, fs::Permissions::from_mode(0o644)).unwrap();
+        host.install(&Package::simple());
+        let pointee = if relative {
+            climbing(&tool)
+        } else {
+            tool.clone()
+        };
+        let before = plant(&host, &step, &pointee);
+        let run = host.stage("apply");
+        run.assert_code(1);
+        run.assert_stderr_line_contains(&["running step \"s1.sh\"", message]);
+        assert!(host.ran().is_empty());
+        assert_link_kept(&host, &step, &before);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

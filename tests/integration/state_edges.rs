@@ -120,7 +120,7 @@ fn copy_resolv_on_a_host_root_without_etc_fails_and_creates_nothing() {
 fn a_copy_dir_that_is_the_host_root_is_rejected_before_resolv_conf_is_copied() {
     // (COPY_DIR, setup, expected message)
     type Case = (&'static str, fn(&FakeHost), &'static str);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         ("/", |_| {}, "the package directory cannot be the host root"),
         (
             "/var/..",
@@ -135,10 +135,16 @@ fn a_copy_dir_that_is_the_host_root_is_rejected_before_resolv_conf_is_copied() {
             },
             "the package directory cannot be the host root",
         ),
+        // Absolute: the run reads the package through its path in the agent's view.
         (
             COPY_DIR,
             |h| h.symlink("var/lib", h.outside()),
-            "is a symbolic link that resolves outside the host root",
+            "is a symbolic link to the absolute path",
+        ),
+        (
+            COPY_DIR,
+            |h| h.symlink("var/lib", "../../work"),
+            "/var/lib is a symbolic link that resolves outside the host root",
         ),
     ];
     for (copy_dir, setup, message) in cases {

@@ -31,9 +31,10 @@ struct Report {
 
 pub fn run(args: &Validate) -> ExitCode {
     let config = args.copy_dir.join("config.json");
-    let findings = match std::fs::read(&config) {
+    let bytes = package::read_input_file(&config);
+    let findings = match &bytes {
         Ok(bytes) => package::lint(
-            &bytes,
+            bytes,
             &args.copy_dir.join("skyhook_dir"),
             &args.copy_dir.join("configmaps"),
         ),
@@ -48,7 +49,7 @@ pub fn run(args: &Validate) -> ExitCode {
         .filter(|f| f.severity == Severity::Error)
         .count();
     let identity = if errors == 0 {
-        std::fs::read(&config)
+        bytes
             .ok()
             .and_then(|bytes| PackageConfig::from_slice(&bytes).ok())
             .map(|(c, _)| (c.package_name, c.package_version))

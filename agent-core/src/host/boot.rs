@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use crate::host::fs::HostFs;
+use crate::host::errors::Chain;
+use crate::host::fs::{HostFs, MARKER_BOUND};
 
 /// Where the host's boot ID is, relative to ROOT.
 pub(crate) const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";
@@ -24,10 +25,12 @@ pub fn read_boot_id(fs: &HostFs) -> Result<String, BootIdError> {
         path: BOOT_ID_PATH.to_owned(),
         reason,
     };
-    let real = fs
-        .resolve(Path::new(BOOT_ID_PATH))
-        .map_err(|e| err(e.to_string()))?;
-    let text = std::fs::read_to_string(&real).map_err(|e| err(e.to_string()))?;
+    // As the host sees the file, through the rooted lookup; a boot ID is 37 bytes.
+    let bytes = fs
+        .read_host_file(Path::new(BOOT_ID_PATH), MARKER_BOUND)
+        .map_err(|e| err(Chain(&e).to_string()))?
+        .ok_or_else(|| err(std::io::Error::from_raw_os_error(libc::ENOENT).to_string()))?;
+    let text = String::from_utf8_lossy(&bytes);
     let id = text.trim();
     if id.is_empty() {
         return Err(err("empty".into()));

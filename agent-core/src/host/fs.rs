@@ -26,10 +26,28 @@ pub enum HostFsError {
     Escapes { path: String },
     #[error("{path} is a symbolic link")]
     SymbolicLink { path: String },
+    /// A link whose target climbs above ROOT with `..` (SPEC §6.3: not followed).
+    #[error("{link} is a symbolic link that resolves outside the host root")]
+    LinkOutsideRoot { link: String },
+    /// A link to an absolute path where the agent would follow it in its own view of the
+    /// host ([`Links::Relative`]), which is not the host's.
+    #[error(
+        "{link} is a symbolic link to the absolute path {target}: in the agent's view that \
+         resolves outside the host root"
+    )]
+    AbsoluteLink { link: String, target: String },
+    /// Following links at `path` never ends.
+    #[error("symbolic link cycle at {path}")]
+    SymlinkCycle { path: String },
     #[error("{path} is not a directory")]
     NotADirectory { path: String },
-    #[error("{path} is not a regular file")]
-    NotARegularFile { path: String },
+    /// Something other than a regular file is at the path (`kind`: "a directory", "a fifo",
+    /// ...). A fifo, socket or device is refused before it is opened (SPEC §5).
+    #[error("{path} is {kind}, not a regular file")]
+    NotARegularFile { path: String, kind: &'static str },
+    /// SPEC §5: a state file larger than the bound of its kind is corrupt; it is not read.
+    #[error("{path} is corrupt: larger than {}", show_bytes(*.bound))]
+    TooLarge { path: String, bound: u64 },
     /// A name meant to stay inside a directory (a step's relative PATH) is empty, absolute or
     /// has a `..` component.
     #[error("{path} is not a relative path below its directory")]
@@ -43,10 +61,15 @@ pub enum HostFsError {
     },
 }
 
+/// SPEC §5: the most a completion, pending or attempts marker may hold; a larger one is corrupt.
+pub const MARKER_BOUND: u64 = 4 << 10;
+/// SPEC §5: the most a history file, results record, check results or lock file may hold.
+pub const RECORD_BOUND: u64 = 16 << 20;
+
 /// SPEC §5: state files are 0600.
 const FILE_MODE: u32 = 0o600;
 /// SPEC §5: directories we create are 0755.
-const DIR_MODE: u32 = 0o755;
+pub(crate) const DIR_MODE: u32 = 0o755;
 /// Longest file name most Linux filesystems accept (`NAME_MAX`).
 const NAME_MAX: usize = 255;
 /// Temp files younger than this may belong to a writer that is still running (another agent
@@ -65,24 +88,25 @@ pub struct HostFs {
     root: PathBuf,
 }
 
-/// What a directory walk does about a component that does not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Missing {
-    /// Create it (0755), as `mkdir -p` does.
-    Create,
-    /// The same without making the new entry durable (directories of diagnostics).
-    CreateUnsynced,
-    /// Stop and report that the directory is absent.
-    Stop,
-}
-
 /// The type of a directory entry, as `lstat(2)` sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     File,
     Dir,
     Symlink,
-    Other,
+    /// A fifo, socket or device, named as [`kind_name`] names it.
+    Other(&'static str),
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::File => "a regular file",
+            Self::Dir => "a directory",
+            Self::Symlink => "a symbolic link",
+            Self::Other(name) => name,
+        }
+    }
 }
 
 /// A host path split into its parent directory and final name, both cleaned.
@@ -174,7 +198,7 @@ impl HostFs {
         match entry_kind(dir, &target.name, &target.host)? {
             None | Some(Kind::File) => {}
             Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
-            Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
+            Some(kind) => return Err(not_a_regular_file(&target.host, kind)),
         }
         replace_in(dir, &target.dir, &target.name, mode, sync, |file| {
             file.write_all(contents)
@@ -207,38 +231,28 @@ impl HostFs {
         Self::replace(&dir, &target, mode, DirSync::Never, contents)
     }
 
-    /// Read a state file: `Ok(None)` if it does not exist; `SymbolicLink` / `NotARegularFile`
-    /// if something else is there.
-    pub fn read(&self, host_path: &Path) -> Result<Option<Vec<u8>>, HostFsError> {
+    /// Read a state file of at most `bound` bytes ([`MARKER_BOUND`], [`RECORD_BOUND`]):
+    /// `Ok(None)` if it does not exist; `SymbolicLink` / `NotARegularFile` if something else
+    /// is there; `TooLarge` if it holds more than `bound` bytes (SPEC §5: corrupt). At most
+    /// `bound + 1` bytes are ever read, whatever the file's size.
+    pub fn read(&self, host_path: &Path, bound: u64) -> Result<Option<Vec<u8>>, HostFsError> {
+        let target = Self::split(host_path)?;
+        let Some(file) = self.open_file(host_path)? else {
+            return Ok(None);
+        };
+        read_bounded(file, bound, &target.host).map(Some)
+    }
+
+    /// Open an existing state file for reading: `Ok(None)` if it does not exist;
+    /// `SymbolicLink` / `NotARegularFile` if something else is there. A fifo, socket or device
+    /// is refused from its type, never opened (opening a fifo blocks, opening a device can
+    /// have side effects).
+    pub fn open_file(&self, host_path: &Path) -> Result<Option<File>, HostFsError> {
         let target = Self::split(host_path)?;
         let Some(dir) = self.walk_existing(&target.dir)? else {
             return Ok(None);
         };
-        // Check the type before opening: opening a FIFO blocks and opening a device can have
-        // side effects.
-        match entry_kind(&dir, &target.name, &target.host)? {
-            None => return Ok(None),
-            Some(Kind::File) => {}
-            Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
-            Some(Kind::Dir | Kind::Other) => return Err(not_a_regular_file(&target.host)),
-        }
-        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-        let fd = match fcntl::openat(&dir, target.name.as_os_str(), flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(Errno::ELOOP) => return Err(symbolic_link(&target.host)),
-            Err(errno) => return Err(io_error("opening", &target.host, errno)),
-        };
-        // The entry may have been swapped between the type check and the open.
-        let stat = stat::fstat(&fd).map_err(|errno| io_error("inspecting", &target.host, errno))?;
-        if kind_of(stat.st_mode) != Kind::File {
-            return Err(not_a_regular_file(&target.host));
-        }
-        let mut contents = Vec::new();
-        File::from(fd)
-            .read_to_end(&mut contents)
-            .map_err(|source| io_source("reading", &target.host, source))?;
-        Ok(Some(contents))
+        open_regular_at(&dir, &target.name, &target.host)
     }
 
     /// `Ok(true)` iff a regular file exists at the path (marker semantics), `Ok(false)` if
@@ -252,7 +266,7 @@ impl HostFs {
             None => Ok(false),
             Some(Kind::File) => Ok(true),
             Some(Kind::Symlink) => Err(symbolic_link(&target.host)),
-            Some(Kind::Dir | Kind::Other) => Err(not_a_regular_file(&target.host)),
+            Some(kind) => Err(not_a_regular_file(&target.host, kind)),
         }
     }
 
@@ -276,9 +290,9 @@ impl HostFs {
         };
         match entry_kind(&dir, &target.name, &target.host)? {
             None => return Ok(false),
-            Some(Kind::File | Kind::Other) => {}
+            Some(Kind::File | Kind::Other(_)) => {}
             Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
-            Some(Kind::Dir) => return Err(not_a_regular_file(&target.host)),
+            Some(Kind::Dir) => return Err(not_a_regular_file(&target.host, Kind::Dir)),
         }
         match unistd::unlinkat(&dir, target.name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
             Ok(()) => {}
@@ -303,7 +317,7 @@ impl HostFs {
         match entry_kind(&source_dir, &source.name, &source.host)? {
             None => return Err(io_error("renaming", &source.host, Errno::ENOENT)),
             Some(Kind::Symlink) => return Err(symbolic_link(&source.host)),
-            Some(Kind::File | Kind::Dir | Kind::Other) => {}
+            Some(Kind::File | Kind::Dir | Kind::Other(_)) => {}
         }
         let dest_dir = self.walk_create(&dest.dir)?;
         if entry_kind(&dest_dir, &dest.name, &dest.host)? == Some(Kind::Symlink) {
@@ -365,7 +379,17 @@ impl HostFs {
     pub fn open_lock_file(&self, host_path: &Path) -> Result<File, HostFsError> {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
-        let flags = OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        // As for a read: a fifo or a device is refused from its type, never opened.
+        match entry_kind(&dir, &target.name, &target.host)? {
+            None | Some(Kind::File) => {}
+            Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
+            Some(kind) => return Err(not_a_regular_file(&target.host, kind)),
+        }
+        let flags = OFlag::O_RDWR
+            | OFlag::O_CREAT
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC;
         let fd = match fcntl::openat(
             &dir,
             target.name.as_os_str(),
@@ -376,14 +400,8 @@ impl HostFs {
             Err(Errno::ELOOP) => return Err(symbolic_link(&target.host)),
             Err(errno) => return Err(io_error("opening", &target.host, errno)),
         };
-        let file = File::from(fd);
-        let meta = file
-            .metadata()
-            .map_err(|e| io_source("inspecting", &target.host, e))?;
-        if !meta.is_file() {
-            return Err(not_a_regular_file(&target.host));
-        }
-        Ok(file)
+        check_regular(&fd, &target.host)?;
+        Ok(File::from(fd))
     }
 
     /// Names of the entries of a directory (empty if it does not exist), sorted. Names that
@@ -443,7 +461,7 @@ impl HostFs {
     fn split(host_path: &Path) -> Result<Target, HostFsError> {
         let host = Self::clean(host_path)?;
         let (Some(dir), Some(name)) = (host.parent(), host.file_name()) else {
-            return Err(not_a_regular_file(&host));
+            return Err(not_a_regular_file(&host, Kind::Dir));
         };
         Ok(Target {
             dir: dir.to_path_buf(),
@@ -477,73 +495,6 @@ impl HostFs {
     fn walk_existing(&self, dir: &Path) -> Result<Option<OwnedFd>, HostFsError> {
         self.walk(dir, Missing::Stop)
     }
-
-    fn walk(&self, dir: &Path, missing: Missing) -> Result<Option<OwnedFd>, HostFsError> {
-        let mut current = self.open_root()?;
-        let mut walked = PathBuf::from("/");
-        for component in dir.components() {
-            let Component::Normal(name) = component else {
-                continue;
-            };
-            walked.push(name);
-            let next = match open_dir_at(&current, name, &walked)? {
-                Some(fd) => fd,
-                None if missing == Missing::Stop => return Ok(None),
-                None => make_dir_at(&current, name, &walked, missing == Missing::Create)?,
-            };
-            current = next;
-        }
-        Ok(Some(current))
-    }
-}
-
-/// Open the directory `name` inside `parent` without following a link; `None` if absent.
-fn open_dir_at(
-    parent: &OwnedFd,
-    name: &OsStr,
-    host: &Path,
-) -> Result<Option<OwnedFd>, HostFsError> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    match fcntl::openat(parent, name, flags, Mode::empty()) {
-        Ok(fd) => Ok(Some(fd)),
-        Err(Errno::ENOENT) => Ok(None),
-        // With O_DIRECTORY, Linux reports a link as ENOTDIR rather than ELOOP; ask lstat which
-        // one it really is.
-        Err(errno @ (Errno::ELOOP | Errno::ENOTDIR)) => match entry_kind(parent, name, host)? {
-            Some(Kind::Symlink) => Err(symbolic_link(host)),
-            Some(Kind::File | Kind::Other) => Err(not_a_directory(host)),
-            // Swapped under us: report what the kernel said.
-            Some(Kind::Dir) | None => Err(io_error("opening directory", host, errno)),
-        },
-        Err(errno) => Err(io_error("opening directory", host, errno)),
-    }
-}
-
-/// Create the directory `name` inside `parent` with mode 0755 whatever the umask, fsync
-/// `parent` so the new entry survives a crash, and open it.
-fn make_dir_at(
-    parent: &OwnedFd,
-    name: &OsStr,
-    host: &Path,
-    durable: bool,
-) -> Result<OwnedFd, HostFsError> {
-    let created = match stat::mkdirat(parent, name, Mode::from_bits_truncate(DIR_MODE)) {
-        Ok(()) => true,
-        // A concurrent agent created it first; it is checked like any existing directory.
-        Err(Errno::EEXIST) => false,
-        Err(errno) => return Err(io_error("creating directory", host, errno)),
-    };
-    let fd = open_dir_at(parent, name, host)?
-        .ok_or_else(|| io_error("opening directory", host, Errno::ENOENT))?;
-    if created {
-        // mkdirat applies the process umask, which the container runtime chooses.
-        set_mode(&fd, DIR_MODE, host)?;
-        if durable {
-            let parent_host = host.parent().unwrap_or(Path::new("/"));
-            sync_fd(parent, parent_host)?;
-        }
-    }
-    Ok(fd)
 }
 
 /// The type of `name` in `dir`, without following a link; `None` if absent.
@@ -560,7 +511,86 @@ fn kind_of(mode: libc::mode_t) -> Kind {
         SFlag::S_IFREG => Kind::File,
         SFlag::S_IFDIR => Kind::Dir,
         SFlag::S_IFLNK => Kind::Symlink,
-        _ => Kind::Other,
+        _ => Kind::Other(kind_name(mode)),
+    }
+}
+
+/// What a file of mode `mode` (`st_mode`) is, for messages: "a regular file", "a directory",
+/// "a symbolic link", "a fifo", "a socket", "a character device", "a block device".
+pub fn kind_name(mode: u32) -> &'static str {
+    match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFREG => "a regular file",
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFLNK => "a symbolic link",
+        SFlag::S_IFIFO => "a fifo",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR => "a character device",
+        SFlag::S_IFBLK => "a block device",
+        _ => "not a regular file",
+    }
+}
+
+/// Open the regular file `name` in `dir` for reading; `None` if absent. Its type is checked
+/// before it is opened (a fifo would block the open, a device may act on it) and again on
+/// the descriptor (it may have been swapped in between).
+fn open_regular_at(dir: &OwnedFd, name: &OsStr, host: &Path) -> Result<Option<File>, HostFsError> {
+    match entry_kind(dir, name, host)? {
+        None => return Ok(None),
+        Some(Kind::File) => {}
+        Some(Kind::Symlink) => return Err(symbolic_link(host)),
+        Some(kind) => return Err(not_a_regular_file(host, kind)),
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = match fcntl::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(Errno::ELOOP) => return Err(symbolic_link(host)),
+        Err(errno) => return Err(io_error("opening", host, errno)),
+    };
+    check_regular(&fd, host)?;
+    Ok(Some(File::from(fd)))
+}
+
+/// `NotARegularFile` unless the open descriptor is a regular file.
+fn check_regular(fd: &OwnedFd, host: &Path) -> Result<(), HostFsError> {
+    let stat = stat::fstat(fd).map_err(|errno| io_error("inspecting", host, errno))?;
+    match kind_of(stat.st_mode) {
+        Kind::File => Ok(()),
+        kind => Err(not_a_regular_file(host, kind)),
+    }
+}
+
+/// SPEC §5: the content of an open state file of at most `bound` bytes. The size is checked
+/// before reading and at most `bound + 1` bytes are read (the file may grow meanwhile, and
+/// files of `/proc` report no size), so memory never grows with the file.
+fn read_bounded(file: File, bound: u64, host: &Path) -> Result<Vec<u8>, HostFsError> {
+    let too_large = || HostFsError::TooLarge {
+        path: host.display().to_string(),
+        bound,
+    };
+    let size = file
+        .metadata()
+        .map_err(|source| io_source("inspecting", host, source))?
+        .len();
+    if size > bound {
+        return Err(too_large());
+    }
+    let mut contents = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(bound.saturating_add(1))
+        .read_to_end(&mut contents)
+        .map_err(|source| io_source("reading", host, source))?;
+    if contents.len() as u64 > bound {
+        return Err(too_large());
+    }
+    Ok(contents)
+}
+
+/// `4 KiB`, `16 MiB`, or a number of bytes.
+fn show_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} bytes"),
     }
 }
 
@@ -585,9 +615,10 @@ fn not_a_directory(host: &Path) -> HostFsError {
     }
 }
 
-fn not_a_regular_file(host: &Path) -> HostFsError {
+fn not_a_regular_file(host: &Path, kind: Kind) -> HostFsError {
     HostFsError::NotARegularFile {
         path: host.display().to_string(),
+        kind: kind.name(),
     }
 }
 
@@ -604,11 +635,15 @@ fn io_source(op: &'static str, host: &Path, source: std::io::Error) -> HostFsErr
 }
 
 mod atomic;
+mod lookup;
 
 pub use atomic::is_temp_name;
 pub(crate) use atomic::{
-    DirSync, is_earlier_temp_name, is_temp_name_of, remove_stale_temps, replace_in, temp_name,
+    DirSync, is_earlier_temp_name, is_temp_name_of, remove_stale_temps, remove_tree_at, replace_in,
+    temp_name,
 };
+pub use lookup::Links;
+pub(crate) use lookup::{Located, Missing, open_dir_below};
 
 #[cfg(test)]
 mod tests;

@@ -3,19 +3,21 @@
 //!
 //! Two kinds of trees are copied: package data from the container (sources are followed
 //! through symbolic links, as the legacy `shutil.copytree(symlinks=False)` did) and the
-//! package's `root_dir` onto the host. Host destinations are resolved the way the host itself
-//! would see them, with ROOT as `/`, and never outside ROOT: the agent sees the host through a
-//! mount, so an absolute link target like `/run/x` means `<ROOT>/run/x`, and following it
-//! naively would write into the agent's own container instead.
+//! package's `root_dir` onto the host. Every host destination is reached through the rooted
+//! lookup of [`crate::host::fs`], from a descriptor of ROOT, and written through descriptors:
+//! host files (resolv.conf, the overlay) the way the host itself sees them, with ROOT as `/`
+//! ([`Links::InRoot`]: the agent sees the host through a mount, so an absolute link target
+//! like `/run/x` means `<ROOT>/run/x`, and following it naively would write into the agent's
+//! own container instead); COPY_DIR, which the rest of the run uses through its path in the
+//! agent's view, through relative links only ([`Links::Relative`]).
 
-use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::fs::{self, DirBuilder};
+use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::host::fs::{self as hostfs, HostFs, HostFsError};
+use crate::host::fs::{self as hostfs, HostFs, HostFsError, Links, Located, Missing};
 use crate::host::identity::{IdentityError, ResourceId};
 use crate::host::runtime::Runtime;
 
@@ -46,9 +48,10 @@ pub enum PreflightError {
     /// Only regular files and directories are copied (`kind`: "a fifo", "a socket", ...).
     #[error("{path} is {kind}; only regular files and directories can be copied")]
     Unsupported { path: String, kind: &'static str },
-    /// A destination link whose target would leave ROOT.
-    #[error("{link} is a symbolic link that resolves outside the host root")]
-    LinkOutsideRoot { link: String },
+    /// A host destination that cannot be reached or written as SPEC §5 and §6 say: a link
+    /// that leaves ROOT, a link cycle, a file where a directory belongs, the OS cause.
+    #[error(transparent)]
+    Host(#[from] HostFsError),
     #[error("{op} {path}")]
     Io {
         op: &'static str,
@@ -116,22 +119,17 @@ pub fn validate(
         source,
     })?;
     check_root(root)?;
-    let components = host_components(&cleaned)?;
-    if components.is_empty() {
+    if host_components(&cleaned)?.is_empty() {
         return Err(PreflightError::CopyDirIsRoot(
             copy_dir.display().to_string(),
         ));
     }
-    check_links_stay_in_root(root, &components)?;
     // A link along COPY_DIR may lead back to ROOT itself: copying or overlaying there would
     // write the package over the host's top directory.
-    let real = join_real(root, &components);
-    if let (Ok(real), Ok(root_real)) = (fs::canonicalize(&real), fs::canonicalize(root)) {
-        if real == root_real {
-            return Err(PreflightError::CopyDirIsRoot(
-                copy_dir.display().to_string(),
-            ));
-        }
+    if locate_package_dir(root, &cleaned, Missing::Stop)?.is_some_and(|dir| dir.name.is_none()) {
+        return Err(PreflightError::CopyDirIsRoot(
+            copy_dir.display().to_string(),
+        ));
     }
     HostFs::new(root)
         .check_dir_path(&rt.state_dir)
@@ -157,24 +155,25 @@ pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     if !source_meta.is_file() {
         return Err(PreflightError::Unsupported {
             path: source.display().to_string(),
-            kind: kind_name(source_meta.file_type()),
+            kind: kind_name(&source_meta),
         });
     }
 
-    let dest = resolve_in_root(
-        root,
-        &[OsString::from("etc"), OsString::from("resolv.conf")],
-    )?;
-    if let Some(meta) = dest.meta.as_ref().filter(|m| !m.is_file()) {
+    let dest = HostFs::new(root)
+        .locate(
+            Path::new("/etc/resolv.conf"),
+            Links::InRoot,
+            Missing::Create,
+        )?
+        .expect("a creating lookup always ends at an entry");
+    if let Some(kind) = dest.kind_name().filter(|_| !dest.is_file()) {
         return Err(PreflightError::Other(format!(
-            "{} is {}, not a regular file",
-            dest.host,
-            kind_name(meta.file_type())
+            "{} is {kind}, not a regular file",
+            dest.host().display()
         )));
     }
-    ensure_parent(&dest)?;
-    replace_file(source, &dest.real, source_meta.mode() & 0o777, &dest.host)?;
-    tracing::debug!(source = %source.display(), destination = %dest.host, "copied resolv.conf to the host");
+    replace_file(source, &dest, source_meta.mode() & 0o777)?;
+    tracing::debug!(source = %source.display(), destination = %dest.host().display(), "copied resolv.conf to the host");
     Ok(())
 }
 
@@ -188,14 +187,12 @@ pub(crate) fn check_host_etc(root: &Path) -> Result<(), PreflightError> {
         etc: root.join("etc").display().to_string(),
         root: root.display().to_string(),
     };
-    let etc = resolve_in_root(root, &[OsString::from("etc")]).map_err(|e| match e {
-        PreflightError::Other(_) | PreflightError::Io { .. } => no_etc(),
-        e => e,
-    })?;
-    if etc.meta.as_ref().is_some_and(fs::Metadata::is_dir) {
-        Ok(())
-    } else {
-        Err(no_etc())
+    match HostFs::new(root).locate(Path::new("/etc"), Links::InRoot, Missing::Stop) {
+        Ok(Some(etc)) if etc.is_dir() => Ok(()),
+        Err(e @ (HostFsError::LinkOutsideRoot { .. } | HostFsError::SymlinkCycle { .. })) => {
+            Err(e.into())
+        }
+        Ok(_) | Err(_) => Err(no_etc()),
     }
 }
 
@@ -218,24 +215,25 @@ pub fn ensure_package_data(
         ));
     }
     let host = host_display(&components);
-    let dest = join_real(root, &components);
-    check_links_stay_in_root(root, &components)?;
-    match fs::metadata(&dest) {
-        Ok(meta) if meta.is_dir() => return Ok(()),
-        Ok(meta) => {
-            return Err(PreflightError::Other(format!(
-                "package directory {host} exists and is {}, not a directory",
-                kind_name(meta.file_type())
-            )));
+    let is_root = || PreflightError::CopyDirIsRoot(copy_dir.display().to_string());
+    if let Some(found) = locate_package_dir(root, Path::new(&host), Missing::Stop)? {
+        match found.kind_name() {
+            _ if found.name.is_none() => return Err(is_root()),
+            None => {}
+            Some(_) if found.is_dir() => return Ok(()),
+            Some(kind) => {
+                return Err(PreflightError::Other(format!(
+                    "package directory {host} exists and is {kind}, not a directory"
+                )));
+            }
         }
-        Err(e) => check_absent(&dest, &host, e)?,
     }
 
     let data_meta = match fs::metadata(data_dir) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(PreflightError::MissingPackageData {
-                package: dest.display().to_string(),
+                package: join_real(root, &components).display().to_string(),
                 data_dir: data_dir.display().to_string(),
             });
         }
@@ -256,38 +254,48 @@ pub fn ensure_package_data(
             return Err(PreflightError::Other(format!(
                 "node files {} is {}, not a directory",
                 node_files.display(),
-                kind_name(meta.file_type())
+                kind_name(&meta)
             )));
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(source_error(node_files, e)),
     };
 
-    let parent = dest.parent().expect("a path below ROOT has a parent");
-    let parent_host = host_display(&components[..components.len() - 1]);
-    create_dirs(parent, 0o755, &parent_host)?;
-    let name = components.last().expect("checked non-empty above");
-    clean_stale_copies(parent, name);
-    let temp = parent.join(hostfs::temp_name(name));
-    DirBuilder::new()
-        .mode(0o700)
-        .create(&temp)
-        .map_err(io_error("creating package directory", &host))?;
+    // Missing parents are created (0755) on the way.
+    let dest = locate_package_dir(root, Path::new(&host), Missing::Create)?
+        .expect("a creating lookup always ends at an entry");
+    let Some(name) = dest.name.clone() else {
+        return Err(is_root());
+    };
+    if dest.is_dir() {
+        // Another agent of the same package copied it meanwhile.
+        return Ok(());
+    }
+    clean_stale_copies_in(&dest.dir, &dest.dir_host, &name);
+    let temp = hostfs::temp_name(&name);
+    let top = dest.sibling(&temp)?.create_dir(0o700)?;
 
     let result = (|| {
-        let mut dirs = Vec::new();
-        copy_entries(&data, &temp, &host, &mut dirs)?;
-        copy_entries(&node, &temp, &host, &mut dirs)?;
-        dirs.push((temp.clone(), host.clone(), data_meta.mode() & 0o777));
-        apply_dir_modes(&dirs)?;
-        fs::rename(&temp, &dest)
-            .map_err(io_error("moving the package copy into place at", &host))?;
-        sync_dir(parent);
+        let mut dirs = vec![(PathBuf::new(), host.clone(), data_meta.mode() & 0o777)];
+        copy_entries(&data, &top, &host, &mut dirs)?;
+        copy_entries(&node, &top, &host, &mut dirs)?;
+        apply_dir_modes(&dirs, |rel| {
+            hostfs::open_dir_below(&top, Path::new(&host), rel)?
+                .ok_or_else(|| missing_dir(&host, rel))
+        })?;
+        nix::fcntl::renameat(&dest.dir, temp.as_os_str(), &dest.dir, name.as_os_str()).map_err(
+            |errno| PreflightError::Io {
+                op: "moving the package copy into place at",
+                path: host.clone(),
+                source: errno.into(),
+            },
+        )?;
+        sync_dir(&dest.dir);
         Ok(())
     })();
     if result.is_err() {
         // Best effort: the error that matters is the one being returned.
-        let _ = fs::remove_dir_all(&temp);
+        let _ = hostfs::remove_tree_at(&dest.dir, &temp);
     }
     if result.is_ok() {
         tracing::info!(source = %data_dir.display(), destination = %host, "copied package data");
@@ -295,30 +303,16 @@ pub fn ensure_package_data(
     result
 }
 
-/// SPEC §5: the package directory is used and created through its plain path under ROOT,
-/// so no existing component of that path may be a link that leads out of ROOT (an absolute
-/// target would lead into the agent's own container) or nowhere (creating through it would
-/// create the target, wherever that is). Components are checked down to the first missing one.
-fn check_links_stay_in_root(root: &Path, components: &[OsString]) -> Result<(), PreflightError> {
-    let root_real = fs::canonicalize(root).map_err(|source| PreflightError::Io {
-        op: "inspecting host root",
-        path: root.display().to_string(),
-        source,
-    })?;
-    for depth in 1..=components.len() {
-        let real = join_real(root, &components[..depth]);
-        let Ok(meta) = fs::symlink_metadata(&real) else {
-            break;
-        };
-        if meta.file_type().is_symlink()
-            && !fs::canonicalize(&real).is_ok_and(|target| target.starts_with(&root_real))
-        {
-            return Err(PreflightError::LinkOutsideRoot {
-                link: host_display(&components[..depth]),
-            });
-        }
-    }
-    Ok(())
+/// SPEC §5, §6.1: COPY_DIR through the rooted lookup. The rest of the run reads the package
+/// through `<ROOT>COPY_DIR` as a path in the agent's view, where an absolute link target means
+/// something else than on the host, so only relative links may be on the way (and those stay
+/// inside ROOT); a link at COPY_DIR itself is followed likewise.
+fn locate_package_dir(
+    root: &Path,
+    copy_dir: &Path,
+    missing: Missing,
+) -> Result<Option<Located>, PreflightError> {
+    Ok(HostFs::new(root).locate(copy_dir, Links::Relative, missing)?)
 }
 
 /// Overlay `<root><copy_dir>/root_dir` onto `root` (SPEC §6.7).
@@ -337,18 +331,25 @@ pub fn overlay_root_dir(root: &Path, copy_dir: &Path) -> Result<(), PreflightErr
         Ok(meta) => {
             return Err(PreflightError::Other(format!(
                 "{host} is {}, not a directory",
-                kind_name(meta.file_type())
+                kind_name(&meta)
             )));
         }
         Err(e) => return check_absent(&source, &host, e),
     }
     let entries = scan_tree(&source)?;
 
+    let fs = HostFs::new(root);
     let mut created = Vec::new();
-    let result = overlay_entries(root, &entries, &mut created);
+    let result = overlay_entries(&fs, &entries, &mut created);
     // New directories start owner-only so a half-done overlay exposes nothing; give them their
-    // final modes even when the overlay failed part way.
-    let modes = apply_dir_modes(&created);
+    // final modes even when the overlay failed part way. They are opened again refusing
+    // links: this run created them, so a link there now was put there since.
+    let modes = apply_dir_modes(&created, |dir| {
+        fs.locate(dir, Links::Refuse, Missing::Stop)?
+            .ok_or_else(|| missing_dir("/", dir))?
+            .open_dir()
+            .map_err(PreflightError::from)
+    });
     result.and(modes)
 }
 
@@ -382,7 +383,7 @@ pub(crate) fn check_config_file(configmaps_dir: &Path, entry: &str) -> Result<()
         Ok(meta) if meta.is_file() => Ok(()),
         Ok(meta) => Err(PreflightError::ConfigFileNotRegular {
             entry: entry.to_owned(),
-            found: kind_name(meta.file_type()),
+            found: kind_name(&meta),
         }),
         Err(e)
             if matches!(
@@ -403,7 +404,7 @@ fn check_root(root: &Path) -> Result<(), PreflightError> {
         Ok(meta) => Err(PreflightError::Other(format!(
             "host root {} is {}, not a directory",
             root.display(),
-            kind_name(meta.file_type())
+            kind_name(&meta)
         ))),
         Err(e) => Err(PreflightError::Io {
             op: "inspecting host root",
@@ -451,115 +452,21 @@ fn host_display(components: &[OsString]) -> String {
     })
 }
 
-/// A host path after following every symbolic link as the host would, with ROOT as `/`.
-#[derive(Debug)]
-struct Resolved {
-    /// The real path: ROOT joined with the resolved host components; no existing component
-    /// below ROOT is a symbolic link.
-    real: PathBuf,
-    /// The resolved host path, for messages.
-    host: String,
-    /// `lstat` of `real`, `None` if it does not exist.
-    meta: Option<fs::Metadata>,
-}
-
-/// Resolve `components` under `root` like path lookup on the host would: absolute link
-/// targets restart at ROOT, relative ones continue from the link's directory. A `..` that
-/// would leave ROOT is refused (the kernel would stop at `/`, but such a link was not written
-/// for this host root and following it blindly is how a package could write outside it).
-fn resolve_in_root(root: &Path, components: &[OsString]) -> Result<Resolved, PreflightError> {
-    // Linux's MAXSYMLINKS: beyond this, lookup fails with ELOOP.
-    const MAX_LINKS: u32 = 40;
-    enum Part {
-        Parent,
-        Name(OsString),
+/// A directory this run created, gone when its mode was to be set.
+fn missing_dir(base: &str, rel: &Path) -> PreflightError {
+    let path = Path::new(base).join(rel);
+    PreflightError::Io {
+        op: "opening directory",
+        path: path.display().to_string(),
+        source: io::Error::from(io::ErrorKind::NotFound),
     }
-    let mut pending: VecDeque<Part> = components.iter().cloned().map(Part::Name).collect();
-    let mut done: Vec<OsString> = Vec::new();
-    let mut links = 0;
-    let mut last_link: Option<String> = None;
-    let mut missing = false;
-    while let Some(part) = pending.pop_front() {
-        match part {
-            Part::Parent => {
-                let link = || {
-                    last_link
-                        .clone()
-                        .unwrap_or_else(|| host_display(components))
-                };
-                if missing {
-                    // As on the host: a missing directory has no parent to go back to.
-                    return Err(PreflightError::Other(format!(
-                        "{} resolves through {}, which does not exist",
-                        link(),
-                        host_display(&done)
-                    )));
-                }
-                if done.pop().is_none() {
-                    return Err(PreflightError::LinkOutsideRoot { link: link() });
-                }
-            }
-            Part::Name(name) => {
-                done.push(name);
-                if missing {
-                    continue;
-                }
-                let real = join_real(root, &done);
-                let meta = match fs::symlink_metadata(&real) {
-                    Ok(meta) => meta,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        missing = true;
-                        continue;
-                    }
-                    Err(e) => return Err(io_error("inspecting", &host_display(&done))(e)),
-                };
-                if meta.file_type().is_symlink() {
-                    let here = host_display(&done);
-                    links += 1;
-                    if links > MAX_LINKS {
-                        return Err(PreflightError::SymlinkCycle(here));
-                    }
-                    let target =
-                        fs::read_link(&real).map_err(io_error("reading symbolic link", &here))?;
-                    done.pop();
-                    if target.is_absolute() {
-                        done.clear();
-                    }
-                    for component in target.components().rev() {
-                        match component {
-                            Component::Normal(name) => {
-                                pending.push_front(Part::Name(name.to_owned()));
-                            }
-                            Component::ParentDir => pending.push_front(Part::Parent),
-                            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-                        }
-                    }
-                    last_link = Some(here);
-                } else if !meta.is_dir() && !pending.is_empty() {
-                    return Err(PreflightError::Other(format!(
-                        "{} is not a directory",
-                        host_display(&done)
-                    )));
-                }
-            }
-        }
-    }
-    let real = join_real(root, &done);
-    let host = host_display(&done);
-    let meta = if missing {
-        None
-    } else {
-        Some(fs::symlink_metadata(&real).map_err(io_error("inspecting", &host))?)
-    };
-    Ok(Resolved { real, host, meta })
 }
 
 mod tree;
 
 use tree::{
-    apply_dir_modes, check_absent, clean_stale_copies, copy_entries, create_dirs, ensure_parent,
-    io_error, kind_name, overlay_entries, replace_file, scan_tree, source_error, stat_source,
-    sync_dir,
+    apply_dir_modes, check_absent, clean_stale_copies_in, copy_entries, kind_name, overlay_entries,
+    replace_file, scan_tree, source_error, stat_source, sync_dir,
 };
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use tracing::{debug, info, warn};
 
 use crate::exec::{self, FirstSignal, ProcessSpec, Termination};
 use crate::host::errors::state_err;
-use crate::host::fs::HostFs;
+use crate::host::fs::{HostFs, MARKER_BOUND};
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, Start};
 pub use crate::plugin::contract::REBOOT_WAIT;
@@ -69,8 +69,12 @@ impl InterruptSettings {
                 return Some(v);
             }
         }
-        let host = self.fs.resolve(Path::new("/etc/hostname")).ok()?;
-        let name = std::fs::read_to_string(host).ok()?.trim().to_owned();
+        // As the host sees it, through the rooted lookup, and never more than a marker.
+        let bytes = self
+            .fs
+            .read_host_file(Path::new("/etc/hostname"), MARKER_BOUND)
+            .ok()??;
+        let name = String::from_utf8_lossy(&bytes).trim().to_owned();
         (!name.is_empty()).then_some(name)
     }
 

@@ -92,7 +92,7 @@ impl PackageConfig {
         config_json: &Path,
         skyhook_dir: &Path,
     ) -> Result<(Self, Vec<Finding>), ConfigError> {
-        let bytes = read_regular_file(config_json).map_err(|source| ConfigError::Read {
+        let bytes = read_input_file(config_json).map_err(|source| ConfigError::Read {
             path: config_json.display().to_string(),
             source,
         })?;
@@ -104,24 +104,36 @@ impl PackageConfig {
     }
 }
 
-/// The content of a regular file. Opening a FIFO without `O_NONBLOCK` would block until a
-/// writer appears, and a blocked `open(2)` is restarted after SIGTERM: the agent would hang
-/// where it must fail; reading a device may never end. Neither is read (a directory fails
-/// the read itself, with the system's message).
-fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
+/// The content of an input file such as config.json (SPEC §5). Opening a FIFO without
+/// `O_NONBLOCK` would block until a writer appears, and a blocked `open(2)` is restarted after
+/// SIGTERM: the agent would hang where it must fail; opening a device can act on it, and
+/// reading one may never end. So a fifo, socket or device is refused from its type before it
+/// is opened, naming the type, and the file is opened without blocking and checked again
+/// (it may have been swapped). A directory fails the read itself, with the system's message.
+///
+/// # Errors
+/// The file cannot be opened or read, or it is a fifo, socket or device.
+pub fn read_input_file(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let refuse_special = |meta: &std::fs::Metadata| {
+        if meta.is_file() || meta.is_dir() {
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}, not a regular file",
+                crate::host::fs::kind_name(meta.mode())
+            ),
+        ))
+    };
+    refuse_special(&std::fs::metadata(path)?)?;
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() && !meta.is_dir() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
+    refuse_special(&file.metadata()?)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
     Ok(bytes)

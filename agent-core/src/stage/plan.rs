@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::host::errors::{StateFailure, state_err};
-use crate::host::fs::HostFs;
+use crate::host::fs::{HostFs, HostFsError};
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};
@@ -511,8 +511,10 @@ fn overlay_write(fs: &HostFs, host_path: &Path, source: &Path) -> PlannedWrite {
             return write;
         }
     };
-    match fs.read(host_path) {
+    // A host file longer than the overlay file differs from it; it is not read whole.
+    match fs.read(host_path, wanted.len() as u64) {
         Ok(None) => write.kind = WriteKind::New,
+        Err(HostFsError::TooLarge { .. }) => write.kind = WriteKind::Changed,
         Ok(Some(current)) => {
             // The run copies the permission bits without the special ones. The read above
             // refused links, so the host path's metadata is that of the file read.
@@ -559,8 +561,13 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
         Ok(b) => b,
         Err(e) => return Some(OverlayDiff::NotShown(format!("reading {source}: {e}"))),
     };
-    let old = match fs.read(Path::new(&write.path)) {
+    let old = match fs.read(Path::new(&write.path), DIFF_MAX_BYTES as u64) {
         Ok(b) => b.unwrap_or_default(),
+        Err(HostFsError::TooLarge { .. }) => {
+            return Some(OverlayDiff::NotShown(format!(
+                "large file (more than {DIFF_MAX_BYTES} bytes on the host), not diffed"
+            )));
+        }
         Err(e) => {
             return Some(OverlayDiff::NotShown(
                 crate::host::errors::Chain(&e).to_string(),

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use tracing::{debug, info, warn};
@@ -13,7 +13,7 @@ use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination
 use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
 use crate::host::errors::{StateFailure, state_err};
-use crate::host::fs::HostFs;
+use crate::host::fs::{HostFs, HostFsError, Links, Missing};
 use crate::host::runtime::Runtime;
 use crate::package::config::PackageConfig;
 use crate::package::step::{Mode, Step};
@@ -61,11 +61,13 @@ pub enum StageError {
     Stopped,
     #[error("running step {path:?}: step file {file} is not a regular file")]
     StepFile { path: String, file: String },
-    #[error("running step {path:?}: step file {file} resolves outside the host root (to {target})")]
-    StepOutsideRoot {
+    /// The step file cannot be reached inside ROOT (a link out of it, a cycle).
+    #[error("running step {path:?}: step file {file}")]
+    StepFileLookup {
         path: String,
         file: String,
-        target: String,
+        #[source]
+        source: HostFsError,
     },
     #[error("running step {path:?}")]
     Exec {
@@ -389,15 +391,23 @@ async fn run_step(
     let paths = StepPaths::new(root, cx.copy_dir, step);
     let step_file_real = &paths.file;
 
-    make_executable(step_file_real, root).map_err(|e| match e {
+    // SPEC §5, §7: a step run on the host finds its file as the host does; one run in the
+    // agent's view finds it through that view, where only relative links mean the same.
+    let links = if step.on_host {
+        Links::InRoot
+    } else {
+        Links::Relative
+    };
+    let step_file = cx.copy_dir.join("skyhook_dir").join(&step.path);
+    make_executable(fs, &step_file, links).map_err(|e| match e {
         ExecBits::NotRegular => StageError::StepFile {
             path: step.path.clone(),
             file: step_file_real.display().to_string(),
         },
-        ExecBits::OutsideRoot(target) => StageError::StepOutsideRoot {
+        ExecBits::Lookup(source) => StageError::StepFileLookup {
             path: step.path.clone(),
             file: step_file_real.display().to_string(),
-            target: target.display().to_string(),
+            source,
         },
         ExecBits::Io(source) => StageError::StepIo {
             path: step.path.clone(),
@@ -492,29 +502,32 @@ async fn run_step(
 
 enum ExecBits {
     NotRegular,
-    /// Where the step file really is.
-    OutsideRoot(PathBuf),
+    /// The rooted lookup refused the path (a link out of ROOT, a cycle, a file on the way).
+    Lookup(HostFsError),
     Io(std::io::Error),
 }
 
 /// SPEC §8.4: add u+x,g+x,o+x without clearing other bits; never add special bits.
 ///
-/// The step file is package data: a link in it, or in COPY_DIR, must not make the agent
-/// change a file outside ROOT (SPEC §5), so the file is resolved first and changed only
-/// inside ROOT.
-fn make_executable(file: &Path, root: &Path) -> Result<(), ExecBits> {
-    let real = std::fs::canonicalize(file).map_err(ExecBits::Io)?;
-    let root = std::fs::canonicalize(root).map_err(ExecBits::Io)?;
-    if !real.starts_with(&root) {
-        return Err(ExecBits::OutsideRoot(real));
-    }
-    let meta = std::fs::metadata(&real).map_err(ExecBits::Io)?;
-    if !meta.is_file() {
-        return Err(ExecBits::NotRegular);
-    }
-    let mode = meta.permissions().mode() & 0o7777;
+/// The step file is package data and may be a link (SPEC §7), but the agent's own change to
+/// it must land inside ROOT (SPEC §5), on the file the step will run: the file is reached
+/// through the rooted lookup (`links`: as the host or as the agent's view follows links) and
+/// changed through its descriptor, never through a path resolved again.
+fn make_executable(fs: &HostFs, host_file: &Path, links: Links) -> Result<(), ExecBits> {
+    let not_found = || ExecBits::Io(std::io::Error::from_raw_os_error(libc::ENOENT));
+    let lookup = |e: HostFsError| match e {
+        HostFsError::NotARegularFile { .. } => ExecBits::NotRegular,
+        HostFsError::Io { source, .. } => ExecBits::Io(source),
+        other => ExecBits::Lookup(other),
+    };
+    let found = fs
+        .locate(host_file, links, Missing::Stop)
+        .map_err(lookup)?
+        .ok_or_else(not_found)?;
+    let file = found.open_file().map_err(lookup)?.ok_or_else(not_found)?;
+    let mode = file.metadata().map_err(ExecBits::Io)?.permissions().mode() & 0o7777;
     if mode & 0o111 != 0o111 {
-        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(mode | 0o111))
+        file.set_permissions(std::fs::Permissions::from_mode(mode | 0o111))
             .map_err(ExecBits::Io)?;
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 
 /// `STATE/flags/START`.
 pub(crate) fn start_path(flags_dir: &Path) -> PathBuf {
@@ -102,13 +102,14 @@ pub(crate) fn write_check_results(
     )
 }
 
-/// `check_results`, `None` when there is none.
+/// `check_results`, `None` when there is none; one larger than [`RECORD_BOUND`] is an
+/// error, not read (SPEC §5).
 pub(crate) fn read_check_results(
     fs: &HostFs,
     flags_dir: &Path,
 ) -> Result<Option<Vec<CheckResult>>, HostFsError> {
     Ok(fs
-        .read(&check_results_path(flags_dir))?
+        .read(&check_results_path(flags_dir), RECORD_BOUND)?
         .map(|bytes| parse_check_results(&String::from_utf8_lossy(&bytes))))
 }
 

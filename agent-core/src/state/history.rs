@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::compat::timestamp::rfc3339_nano;
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 
 /// The version an upgrade starts from when history is missing, empty or corrupt.
 pub(crate) const UNKNOWN_VERSION: &str = "unknown";
@@ -81,6 +81,8 @@ enum Corruption {
     NoCurrentVersion,
     /// Not JSON of the ledger's shape.
     Json(serde_json::Error),
+    /// Larger than any ledger (SPEC §5): not read.
+    TooLarge(HostFsError),
 }
 
 impl std::fmt::Display for Corruption {
@@ -89,6 +91,7 @@ impl std::fmt::Display for Corruption {
             Self::Empty => f.write_str("the file is empty"),
             Self::NoCurrentVersion => f.write_str("no current-version"),
             Self::Json(err) => err.fmt(f),
+            Self::TooLarge(err) => err.fmt(f),
         }
     }
 }
@@ -106,6 +109,19 @@ fn parse(bytes: &[u8]) -> Result<Ledger, Corruption> {
     Ok(ledger)
 }
 
+/// Read and parse the ledger at `file`; `None` when it does not exist. A file larger than
+/// [`RECORD_BOUND`] is corrupt without being read (SPEC §5).
+fn read_ledger(
+    fs: &HostFs,
+    file: &Path,
+) -> Result<Option<Result<Ledger, Corruption>>, HostFsError> {
+    match fs.read(file, RECORD_BOUND) {
+        Ok(bytes) => Ok(bytes.map(|bytes| parse(&bytes))),
+        Err(err @ HostFsError::TooLarge { .. }) => Ok(Some(Err(Corruption::TooLarge(err)))),
+        Err(err) => Err(err),
+    }
+}
+
 /// SPEC §5: an empty value means "unknown", never a version.
 fn known(version: Option<String>) -> Option<String> {
     version.filter(|version| !version.trim().is_empty())
@@ -121,10 +137,10 @@ pub fn current_version(fs: &HostFs, file: &Path) -> Result<Option<String>, HostF
 /// Read the ledger without moving an unusable file aside: reading state never repairs it
 /// (`agent status` and `agent plan` report; the next run that needs the file moves it).
 pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
-    let Some(bytes) = fs.read(file)? else {
+    let Some(parsed) = read_ledger(fs, file)? else {
         return Ok(History::default());
     };
-    Ok(match parse(&bytes) {
+    Ok(match parsed {
         Ok(ledger) => History {
             current_version: known(ledger.current_version),
             entries: ledger
@@ -170,10 +186,10 @@ pub fn record(fs: &HostFs, file: &Path, version: &str, now: SystemTime) -> Resul
 /// backup) so the evidence survives the fresh ledger written later, as the Python agent did
 /// with an empty or unparsable one.
 fn load(fs: &HostFs, file: &Path) -> Result<Option<Ledger>, HostFsError> {
-    let Some(bytes) = fs.read(file)? else {
+    let Some(parsed) = read_ledger(fs, file)? else {
         return Ok(None);
     };
-    match parse(&bytes) {
+    match parsed {
         Ok(ledger) => Ok(Some(ledger)),
         Err(err) => {
             let backup = backup_path(file)?;
@@ -224,7 +240,7 @@ mod tests {
     }
 
     fn get(fs: &HostFs, path: &str) -> Option<String> {
-        fs.read(Path::new(path))
+        fs.read(Path::new(path), RECORD_BOUND)
             .unwrap()
             .map(|bytes| String::from_utf8(bytes).unwrap())
     }
@@ -249,6 +265,40 @@ mod tests {
         let (dir, fs) = host();
         assert_eq!(current_version(&fs, Path::new(FILE)).unwrap(), None);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_ledger_larger_than_the_bound_is_corrupt_and_moved_aside_unread() {
+        let (dir, fs) = host();
+        put(&fs, FILE, "");
+        let real = dir.path().join(FILE.trim_start_matches('/'));
+        // Sparse: 2 GiB of nothing that costs no disk; reading it whole would cost 2 GiB.
+        std::fs::File::options()
+            .write(true)
+            .open(&real)
+            .unwrap()
+            .set_len(2 << 30)
+            .unwrap();
+        let h = inspect(&fs, Path::new(FILE)).unwrap();
+        assert!(h.corrupt, "{h:?}");
+        assert_eq!(
+            h.problem.as_deref(),
+            Some(
+                format!("the history file is corrupt: {FILE} is corrupt: larger than 16 MiB")
+                    .as_str()
+            )
+        );
+        assert_eq!(current_version(&fs, Path::new(FILE)).unwrap(), None);
+        assert!(!real.exists(), "moved aside");
+        let backup = dir
+            .path()
+            .join(format!("{}.backup", FILE.trim_start_matches('/')));
+        assert_eq!(std::fs::metadata(backup).unwrap().len(), 2 << 30);
+        record(&fs, Path::new(FILE), "1.0.0", now()).unwrap();
+        assert_eq!(
+            current_version(&fs, Path::new(FILE)).unwrap().as_deref(),
+            Some("1.0.0")
+        );
     }
 
     /// SPEC §5: an empty state file means "unknown" with a warning; like a corrupt ledger it

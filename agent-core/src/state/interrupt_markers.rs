@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use crate::compat::timestamp;
 use crate::host::errors::Chain;
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, MARKER_BOUND};
 use crate::state::markers;
 
 /// Marker of a completed interrupt operation, shared with both upstream agents (SPEC §9.3).
@@ -165,9 +165,16 @@ impl OperationMarkers {
         fs.write_atomic(&self.complete, complete_contents(now).as_bytes())
     }
 
-    /// The pending marker, `None` when there is none.
+    /// The pending marker, `None` when there is none; one larger than [`MARKER_BOUND`] is
+    /// malformed, not read (SPEC §5).
     pub fn read_pending(&self, fs: &HostFs) -> Result<Option<Pending>, HostFsError> {
-        Ok(fs.read(&self.pending)?.map(|bytes| Pending::parse(&bytes)))
+        match fs.read(&self.pending, MARKER_BOUND) {
+            Ok(bytes) => Ok(bytes.map(|bytes| Pending::parse(&bytes))),
+            Err(err @ HostFsError::TooLarge { .. }) => {
+                Ok(Some(Pending::Malformed(err.to_string())))
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// Write the pending marker under `boot_id`, durably (before the command starts).
@@ -189,7 +196,7 @@ impl OperationMarkers {
     /// The attempts counted under `boot_id` (0 when there is no file), or why the file cannot
     /// be trusted: unreadable, or not a record `parse_attempts` accepts.
     pub fn read_attempts(&self, fs: &HostFs, boot_id: &str) -> Result<u32, String> {
-        match fs.read(&self.attempts) {
+        match fs.read(&self.attempts, MARKER_BOUND) {
             Ok(None) => Ok(0),
             Ok(Some(bytes)) => {
                 let text = String::from_utf8_lossy(&bytes);

@@ -15,7 +15,6 @@
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::os::unix::fs::FileExt as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -29,7 +28,7 @@ use tracing::info;
 
 use crate::compat::timestamp;
 use crate::exec::GroupRecorder;
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 
 /// How often a waiting agent retries.
 const POLL: Duration = Duration::from_millis(100);
@@ -319,8 +318,12 @@ fn orphaned_group(previous: &str, boot_id: Option<&str>) -> Option<RunningGroup>
     (same_boot && group.still_running()).then_some(group)
 }
 
-/// The lock file's text (at most 4 KiB: a holder line and a `running:` line).
+/// The lock file's text (at most 4 KiB: a holder line and a `running:` line). A file larger
+/// than [`RECORD_BOUND`] is corrupt (SPEC §5): its holder is unknown, and it is not read.
 fn read_holder(file: &mut File) -> String {
+    if file.metadata().map_or(true, |m| m.len() > RECORD_BOUND) {
+        return String::new();
+    }
     let mut bytes = Vec::new();
     let _ = file.seek(SeekFrom::Start(0));
     let _ = file.take(MAX_LOCK_TEXT as u64).read_to_end(&mut bytes);
@@ -380,23 +383,10 @@ pub fn holder(fs: &HostFs, host_path: &Path) -> Result<Option<Holder>, LockError
         path: shown.clone(),
         source,
     };
-    if !fs.is_file(host_path).map_err(open_err)? {
+    let Some(mut file) = fs.open_file(host_path).map_err(open_err)? else {
         return Ok(None);
-    }
-    let real = fs.resolve(host_path).map_err(open_err)?;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&real)
-        .map_err(|source| LockError::Lock {
-            path: shown.clone(),
-            source,
-        })?;
-    let text = {
-        let mut bytes = Vec::new();
-        let _ = (&mut file).take(4096).read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
     };
+    let text = read_holder(&mut file);
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
         Ok(_released_on_drop) => Ok(None),
         Err((_, Errno::EWOULDBLOCK)) => Ok(Some(Holder::parse(&text))),
@@ -450,12 +440,7 @@ pub fn try_acquire(
             Ok(TryLock::Acquired(HeldLock { _flock: flock }))
         }
         Err((mut file, Errno::EWOULDBLOCK)) => {
-            let mut bytes = Vec::new();
-            let _ = file.seek(SeekFrom::Start(0));
-            let _ = (&mut file).take(4096).read_to_end(&mut bytes);
-            Ok(TryLock::Busy(Holder::parse(&String::from_utf8_lossy(
-                &bytes,
-            ))))
+            Ok(TryLock::Busy(Holder::parse(&read_holder(&mut file))))
         }
         Err((_, errno)) => Err(LockError::Lock {
             path: shown,

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use tracing::warn;
 
 use crate::compat::{gojson, pyrepr, timestamp};
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, MARKER_BOUND};
 use crate::package::step::Step;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -152,8 +152,13 @@ impl StepMarkers {
         let Some(legacy) = &self.legacy else {
             return Ok(());
         };
-        let done = |bytes: Option<Vec<u8>>| bytes.filter(|b| !is_corrupt(b));
-        match (done(fs.read(&self.native)?), done(fs.read(legacy)?)) {
+        let done = |path: &Path| {
+            read_marker(fs, path).map(|marker| match marker {
+                Marker::Done(content) => Some(content),
+                Marker::Absent | Marker::Corrupt(_) => None,
+            })
+        };
+        match (done(&self.native)?, done(legacy)?) {
             (Some(content), None) => fs.write_atomic(legacy, &content),
             (None, Some(content)) => fs.write_atomic(&self.native, &content),
             _ => Ok(()),
@@ -293,24 +298,46 @@ pub(crate) fn is_corrupt(content: &[u8]) -> bool {
     content.iter().all(u8::is_ascii_whitespace) || content.contains(&0)
 }
 
+/// What is at a marker path (SPEC §5, §8.7).
+pub(crate) enum Marker {
+    Absent,
+    /// Empty, blank, NUL bytes, or larger than [`MARKER_BOUND`]: "unknown"; the reason.
+    Corrupt(String),
+    /// A completion, with the content.
+    Done(Vec<u8>),
+}
+
+/// Read the marker at `path`, never more than [`MARKER_BOUND`] + 1 bytes of it. Anything
+/// other than a regular file at the path is an error.
+pub(crate) fn read_marker(fs: &HostFs, path: &Path) -> Result<Marker, HostFsError> {
+    match fs.read(path, MARKER_BOUND) {
+        Ok(None) => Ok(Marker::Absent),
+        Ok(Some(content)) if is_corrupt(&content) => Ok(Marker::Corrupt(format!(
+            "{} bytes, empty, blank or NUL bytes",
+            content.len()
+        ))),
+        Ok(Some(content)) => Ok(Marker::Done(content)),
+        Err(err @ HostFsError::TooLarge { .. }) => Ok(Marker::Corrupt(err.to_string())),
+        Err(err) => Err(err),
+    }
+}
+
 /// Whether the marker at `path` records a completion (SPEC §5, §8.7, §9.3): a regular file
-/// that is not [corrupt](is_corrupt). A corrupt one means "unknown": the safe action, running
-/// again, is taken with a warning. Anything other than a regular file at the path is an error.
-pub(crate) fn is_done(
-    fs: &crate::host::fs::HostFs,
-    path: &std::path::Path,
-) -> Result<bool, crate::host::fs::HostFsError> {
-    match fs.read(path)? {
-        None => Ok(false),
-        Some(content) if is_corrupt(&content) => {
+/// that is not [corrupt](is_corrupt) nor larger than [`MARKER_BOUND`]. A corrupt one means
+/// "unknown": the safe action, running again, is taken with a warning. Anything other than a
+/// regular file at the path is an error.
+pub(crate) fn is_done(fs: &HostFs, path: &Path) -> Result<bool, HostFsError> {
+    match read_marker(fs, path)? {
+        Marker::Absent => Ok(false),
+        Marker::Corrupt(reason) => {
             tracing::warn!(
                 marker = %path.display(),
-                bytes = content.len(),
-                "corrupt completion marker (empty, blank or NUL bytes); treating the work as not done"
+                reason = %reason,
+                "corrupt completion marker; treating the work as not done"
             );
             Ok(false)
         }
-        Some(_) => Ok(true),
+        Marker::Done(_) => Ok(true),
     }
 }
 
@@ -342,6 +369,10 @@ mod is_done_tests {
             is_done(&fs, p).unwrap(),
             "the Python agent's content counts"
         );
+        std::fs::write(root.path().join("flags/m"), [b'x'; 4096]).unwrap();
+        assert!(is_done(&fs, p).unwrap(), "4 KiB is within the bound");
+        std::fs::write(root.path().join("flags/m"), [b'x'; 4097]).unwrap();
+        assert!(!is_done(&fs, p).unwrap(), "larger than 4 KiB means corrupt");
         std::fs::remove_file(root.path().join("flags/m")).unwrap();
         std::fs::create_dir(root.path().join("flags/m")).unwrap();
         assert!(is_done(&fs, p).is_err(), "a directory is an error");

@@ -22,7 +22,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 use crate::state::results::{OperationResult, RunRecord};
 
 /// What one interrupt run did, counted for the node's metrics (counted by the interrupt runner).
@@ -177,7 +177,7 @@ pub fn record(
     let package = run.record.package.as_str();
     let mut written = Written::default();
     let sidecar = sidecar_path(state_dir, package);
-    let mut metrics = match fs.read(&sidecar) {
+    let mut metrics = match fs.read(&sidecar, RECORD_BOUND) {
         Ok(Some(bytes)) => match serde_json::from_slice::<PackageMetrics>(&bytes) {
             Ok(m) if m.package == package => m,
             Ok(_) => {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::usage::Usage;
 use crate::exec::{Outcome, Termination};
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 
 /// One run of the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,10 +193,11 @@ pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsE
     fs.write_diagnostic(file, &bytes, 0o600, true)
 }
 
-/// Read a record; `None` when missing or unreadable as a record.
+/// Read a record; `None` when missing or unreadable as a record. One larger than
+/// [`RECORD_BOUND`] is corrupt and not read: `HostFsError::TooLarge` (SPEC §5).
 pub fn read(fs: &HostFs, file: &Path) -> Result<Option<RunRecord>, HostFsError> {
     Ok(fs
-        .read(file)?
+        .read(file, RECORD_BOUND)?
         .and_then(|bytes| serde_json::from_slice(&bytes).ok()))
 }
 
@@ -300,5 +301,15 @@ mod tests {
         assert_eq!(read(&fs, file).unwrap(), None);
         std::fs::write(root.path().join("r.json"), "{").unwrap();
         assert_eq!(read(&fs, file).unwrap(), None);
+    }
+
+    #[test]
+    fn a_record_larger_than_the_bound_is_an_error_and_is_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let fs = HostFs::new(root.path());
+        let sparse = std::fs::File::create(root.path().join("r.json")).unwrap();
+        sparse.set_len(4 << 30).unwrap();
+        let err = read(&fs, Path::new("/r.json")).unwrap_err();
+        assert!(matches!(err, HostFsError::TooLarge { .. }), "{err:?}");
     }
 }

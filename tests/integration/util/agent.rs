@@ -21,6 +21,8 @@ pub struct AgentCmd {
     stdin_file: Option<PathBuf>,
     /// Shell commands run (as root) in a mount namespace of the agent's own before it starts.
     mount_setup: Option<String>,
+    /// `RLIMIT_DATA` of the agent, in bytes.
+    data_limit: Option<u64>,
 }
 
 impl AgentCmd {
@@ -37,6 +39,7 @@ impl AgentCmd {
             hold_stdin: false,
             stdin_file: None,
             mount_setup: None,
+            data_limit: None,
         }
     }
 
@@ -104,9 +107,34 @@ impl AgentCmd {
         self
     }
 
+    /// Run the agent under a memory limit: `RLIMIT_DATA` (its heap and private mappings) of
+    /// `bytes`, as a container's memory limit would stop it. An agent whose memory grows with
+    /// the size of a file it reads fails to allocate and aborts. A limit rather than a
+    /// measurement: `ru_maxrss` of a child spawned from the test binary starts at the test
+    /// binary's own high-water mark, and `busybox time` misreports it by the page size.
+    #[must_use]
+    pub fn data_limit(mut self, bytes: u64) -> Self {
+        self.data_limit = Some(bytes);
+        self
+    }
+
     /// Start the agent.
     pub fn spawn(self) -> Running {
         let mut cmd = match &self.mount_setup {
+            None if self.data_limit.is_some() => {
+                let kib = self.data_limit.unwrap_or_default() / 1024;
+                let mut cmd = Command::new("/bin/busybox");
+                cmd.args([
+                    "sh",
+                    "-c",
+                    &format!("ulimit -d {kib} && exec \"$0\" \"$@\""),
+                ])
+                .arg(env!("CARGO_BIN_EXE_agent"));
+                cmd
+            }
+            Some(_) if self.data_limit.is_some() => {
+                panic!("a data limit and a mount namespace of its own are not combined")
+            }
             Some(setup) => {
                 let mut cmd = Command::new("/usr/bin/unshare");
                 cmd.args(["--mount", "--propagation", "private", "/bin/sh", "-c"])

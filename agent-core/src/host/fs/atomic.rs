@@ -204,7 +204,7 @@ pub(crate) fn remove_stale_temps(
             continue;
         }
         let result = match kind_of(stat.st_mode) {
-            Kind::File | Kind::Other => {
+            Kind::File | Kind::Other(_) => {
                 unistd::unlinkat(dir, name.as_str(), UnlinkatFlags::NoRemoveDir)
             }
             Kind::Dir => remove_tree_at(dir, OsStr::new(&name)),
@@ -243,7 +243,7 @@ pub(super) fn list_fd(dir: &OwnedFd, mut visit: impl FnMut(&str)) -> Result<(), 
 }
 
 /// `rm -r` of the directory `name` in `parent`, never following a link.
-pub(super) fn remove_tree_at(parent: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+pub(crate) fn remove_tree_at(parent: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let dir = fcntl::openat(parent, name, flags, Mode::empty())?;
     let mut entries = Vec::new();

@@ -288,7 +288,10 @@ fn write_atomic_over_a_directory_fails_and_leaves_it_untouched() {
         matches!(err, HostFsError::NotARegularFile { .. }),
         "{err:?}"
     );
-    assert_eq!(err.to_string(), "/state/x is not a regular file");
+    assert_eq!(
+        err.to_string(),
+        "/state/x is a directory, not a regular file"
+    );
     assert_eq!(
         std::fs::read(dir.path().join("state/x/inner")).unwrap(),
         b"keep"
@@ -422,7 +425,8 @@ fn symlinked_intermediate_directory_outside_root_is_refused() {
             .map(drop),
         fs.rename(Path::new("/var/lib/skyhook/START"), Path::new("/moved")),
         fs.rename(Path::new("/var/x"), Path::new("/var/lib/skyhook/START")),
-        fs.read(Path::new("/var/lib/skyhook/START")).map(drop),
+        fs.read(Path::new("/var/lib/skyhook/START"), RECORD_BOUND)
+            .map(drop),
         fs.is_file(Path::new("/var/lib/skyhook/START")).map(drop),
         fs.list_dir(Path::new("/var/lib/skyhook")).map(drop),
     ] {
@@ -466,7 +470,7 @@ fn symlink_at_the_final_component_is_refused() {
     for result in [
         fs.create_new(Path::new("/state/file")).map(drop),
         fs.remove_file(Path::new("/state/file")).map(drop),
-        fs.read(Path::new("/state/file")).map(drop),
+        fs.read(Path::new("/state/file"), RECORD_BOUND).map(drop),
         fs.is_file(Path::new("/state/file")).map(drop),
         fs.rename(Path::new("/state/file"), Path::new("/state/other")),
     ] {
@@ -498,7 +502,8 @@ fn a_file_in_the_middle_of_the_path_is_not_a_directory() {
     for result in [
         fs.create_dir_all(Path::new("/var/lib/skyhook/sk1")),
         fs.write_atomic(Path::new("/var/lib/skyhook/sk1/START"), b""),
-        fs.read(Path::new("/var/lib/skyhook/x")).map(drop),
+        fs.read(Path::new("/var/lib/skyhook/x"), RECORD_BOUND)
+            .map(drop),
         fs.list_dir(Path::new("/var/lib/skyhook")).map(drop),
     ] {
         let err = result.unwrap_err();
@@ -514,21 +519,24 @@ fn a_file_in_the_middle_of_the_path_is_not_a_directory() {
 fn read_distinguishes_missing_empty_and_content() {
     let (dir, fs) = host();
     assert_eq!(
-        fs.read(Path::new("/state/x")).unwrap(),
+        fs.read(Path::new("/state/x"), RECORD_BOUND).unwrap(),
         None,
         "missing parent"
     );
     std::fs::create_dir(dir.path().join("state")).unwrap();
     assert_eq!(
-        fs.read(Path::new("/state/x")).unwrap(),
+        fs.read(Path::new("/state/x"), RECORD_BOUND).unwrap(),
         None,
         "missing file"
     );
     std::fs::write(dir.path().join("state/x"), "").unwrap();
-    assert_eq!(fs.read(Path::new("/state/x")).unwrap(), Some(Vec::new()));
+    assert_eq!(
+        fs.read(Path::new("/state/x"), RECORD_BOUND).unwrap(),
+        Some(Vec::new())
+    );
     std::fs::write(dir.path().join("state/x"), "boot-id:abc\n").unwrap();
     assert_eq!(
-        fs.read(Path::new("state/./x")).unwrap(),
+        fs.read(Path::new("state/./x"), RECORD_BOUND).unwrap(),
         Some(b"boot-id:abc\n".to_vec())
     );
     assert!(
@@ -538,7 +546,7 @@ fn read_distinguishes_missing_empty_and_content() {
 }
 
 #[test]
-fn read_and_is_file_refuse_directories_and_fifos() {
+fn read_and_is_file_refuse_directories_fifos_and_sockets_naming_their_type() {
     let (dir, fs) = host();
     std::fs::create_dir_all(dir.path().join("state/dir")).unwrap();
     nix::unistd::mkfifo(
@@ -546,14 +554,68 @@ fn read_and_is_file_refuse_directories_and_fifos() {
         Mode::from_bits_truncate(0o600),
     )
     .unwrap();
-    for name in ["/state/dir", "/state/fifo"] {
-        let err = fs.read(Path::new(name)).unwrap_err();
-        assert_eq!(err.to_string(), format!("{name} is not a regular file"));
+    let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("state/socket")).unwrap();
+    for (name, kind) in [
+        ("/state/dir", "a directory"),
+        ("/state/fifo", "a fifo"),
+        ("/state/socket", "a socket"),
+    ] {
+        let err = fs.read(Path::new(name), RECORD_BOUND).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{name} is {kind}, not a regular file")
+        );
         assert!(matches!(
             fs.is_file(Path::new(name)),
             Err(HostFsError::NotARegularFile { .. })
         ));
     }
+    // A lock file is opened for writing too, and refused alike.
+    let err = fs.open_lock_file(Path::new("/state/fifo")).unwrap_err();
+    assert_eq!(err.to_string(), "/state/fifo is a fifo, not a regular file");
+}
+
+#[test]
+fn read_refuses_a_character_device_without_opening_it() {
+    // /dev/zero read would never end; it is refused from its type. Reading writes nothing, so
+    // this machine's /dev can serve as the root.
+    let fs = HostFs::new("/dev");
+    let err = fs.read(Path::new("/zero"), RECORD_BOUND).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/zero is a character device, not a regular file"
+    );
+}
+
+#[test]
+fn read_is_bounded_and_a_larger_file_is_too_large() {
+    let (dir, fs) = host();
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    std::fs::write(dir.path().join("state/exact"), [b'x'; 4096]).unwrap();
+    assert_eq!(
+        fs.read(Path::new("/state/exact"), MARKER_BOUND)
+            .unwrap()
+            .unwrap()
+            .len(),
+        4096
+    );
+    std::fs::write(dir.path().join("state/over"), [b'x'; 4097]).unwrap();
+    let err = fs.read(Path::new("/state/over"), MARKER_BOUND).unwrap_err();
+    assert!(
+        matches!(err, HostFsError::TooLarge { bound: 4096, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "/state/over is corrupt: larger than 4 KiB");
+    // Sparse: 2 GiB that cost no disk, refused from its size.
+    let sparse = std::fs::File::create(dir.path().join("state/sparse")).unwrap();
+    sparse.set_len(2 << 30).unwrap();
+    let err = fs
+        .read(Path::new("/state/sparse"), RECORD_BOUND)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "/state/sparse is corrupt: larger than 16 MiB"
+    );
 }
 
 #[test]
@@ -692,7 +754,7 @@ fn works_with_the_real_root_as_root() {
     let fs = HostFs::new("/");
     let file = dir.path().join("state/flags/START");
     fs.write_atomic(&file, b"x").unwrap();
-    assert_eq!(fs.read(&file).unwrap(), Some(b"x".to_vec()));
+    assert_eq!(fs.read(&file, RECORD_BOUND).unwrap(), Some(b"x".to_vec()));
     assert!(fs.is_file(&file).unwrap());
     assert_eq!(fs.list_dir(file.parent().unwrap()).unwrap(), ["START"]);
     assert!(fs.remove_file(&file).unwrap());
@@ -703,8 +765,11 @@ fn works_with_the_real_root_as_root() {
 fn errors_name_the_host_path_not_the_root_path() {
     let (dir, fs) = host();
     std::fs::create_dir_all(dir.path().join("state/x")).unwrap();
-    let message = fs.read(Path::new("/state/x")).unwrap_err().to_string();
-    assert_eq!(message, "/state/x is not a regular file");
+    let message = fs
+        .read(Path::new("/state/x"), RECORD_BOUND)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(message, "/state/x is a directory, not a regular file");
     assert!(!message.contains(&dir.path().display().to_string()));
 }
 

@@ -865,28 +865,6 @@ fn missing_root_is_an_error() {
     assert!(!root.exists());
 }
 
-// resolve_in_root
-
-#[test]
-fn resolution_handles_root_itself_and_missing_tails() {
-    let s = scratch();
-    let resolved = resolve_in_root(&s.root, &[]).unwrap();
-    assert_eq!(resolved.real, s.root);
-    assert_eq!(resolved.host, "/");
-    let resolved = resolve_in_root(&s.root, &["a".into(), "b".into()]).unwrap();
-    assert_eq!(resolved.real, s.root.join("a/b"));
-    assert_eq!(resolved.host, "/a/b");
-    assert!(resolved.meta.is_none());
-}
-
-#[test]
-fn resolution_through_a_file_is_an_error() {
-    let s = scratch();
-    write(&s.root.join("etc"), "", 0o644);
-    let err = resolve_in_root(&s.root, &["etc".into(), "x".into()]).unwrap_err();
-    assert_eq!(err.to_string(), "/etc is not a directory");
-}
-
 mod link_tests {
     use super::*;
 
@@ -902,17 +880,31 @@ mod link_tests {
             fs::create_dir_all(d).unwrap();
         }
         fs::write(data.join("config.json"), "{}").unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("var/lib/skyhook")).unwrap();
-        let err = ensure_package_data(
-            &root,
-            Path::new("/var/lib/skyhook/sk1/pkg"),
-            &data,
-            &base.path().join("no-node-files"),
-        )
-        .unwrap_err();
+        // Relative, climbing above ROOT.
+        std::os::unix::fs::symlink("../../../outside", root.join("var/lib/skyhook")).unwrap();
+        let copy = |root: &Path| {
+            ensure_package_data(
+                root,
+                Path::new("/var/lib/skyhook/sk1/pkg"),
+                &data,
+                &base.path().join("no-node-files"),
+            )
+        };
         assert_eq!(
-            err.to_string(),
+            copy(&root).unwrap_err().to_string(),
             "/var/lib/skyhook is a symbolic link that resolves outside the host root"
+        );
+        // Absolute: on the host it means <ROOT><outside>, but the run reads the package
+        // through its path in the agent's view, where it means `outside` itself.
+        fs::remove_file(root.join("var/lib/skyhook")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("var/lib/skyhook")).unwrap();
+        assert_eq!(
+            copy(&root).unwrap_err().to_string(),
+            format!(
+                "/var/lib/skyhook is a symbolic link to the absolute path {}: in the agent's \
+                 view that resolves outside the host root",
+                outside.display()
+            )
         );
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
     }

@@ -1,16 +1,18 @@
 //! The trees pre-flight copies: scanning a source (following links, refusing cycles and
 //! special files), copying package data into a fresh directory, overlaying `root_dir` onto the
-//! host, and replacing one file atomically with the agent's one atomic write.
+//! host, and replacing one file atomically with the agent's one atomic write. Destinations are
+//! reached and written through descriptors ([`Located`], [`hostfs::open_dir_below`]), never
+//! through a path the kernel would resolve again.
 
-use std::ffi::OsString;
-use std::fs::{self, DirBuilder, File, OpenOptions, Permissions};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, OpenOptions, Permissions};
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use super::{PreflightError, Resolved, resolve_in_root};
-use crate::host::fs::{self as hostfs, DirSync, HostFsError};
+use super::PreflightError;
+use crate::host::fs::{self as hostfs, DirSync, HostFs, HostFsError, Links, Located, Missing};
 
 /// A file or directory of a source tree, found by [`scan_tree`].
 #[derive(Debug)]
@@ -79,7 +81,7 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
         } else {
             return Err(PreflightError::Unsupported {
                 path: source.display().to_string(),
-                kind: kind_name(meta.file_type()),
+                kind: kind_name(&meta),
             });
         }
     }
@@ -138,41 +140,37 @@ pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), 
     Ok(())
 }
 
-/// Copy entries into `dest_top`, a directory this run created (so nothing in it is a link).
-/// Files replace files (the node-files merge); directories are recorded in `dirs` with their
-/// final modes, applied once everything is written.
+/// A directory whose mode is set once everything is written: where it is (relative to the
+/// copy's top, or a host path), its host path for messages, its final mode.
+pub(super) type NewDir = (PathBuf, String, u32);
+
+/// Copy entries into `dest_top`, a directory this run created (its entries are reached from
+/// its descriptor, refusing links). Files replace files (the node-files merge); directories
+/// are recorded in `dirs` with their final modes, applied once everything is written.
 pub(super) fn copy_entries(
     entries: &[Entry],
-    dest_top: &Path,
+    dest_top: &OwnedFd,
     host_top: &str,
-    dirs: &mut Vec<(PathBuf, String, u32)>,
+    dirs: &mut Vec<NewDir>,
 ) -> Result<(), PreflightError> {
     for entry in entries {
-        let dest = dest_top.join(&entry.rel);
         let host = format!("{host_top}/{}", entry.rel.display());
-        let existing = match fs::symlink_metadata(&dest) {
-            Ok(meta) => Some(meta),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_error("inspecting", &host)(e)),
-        };
-        match (entry.is_dir, existing) {
+        let (parent_rel, name) = split_rel(&entry.rel);
+        let parent = hostfs::open_dir_below(dest_top, Path::new(host_top), parent_rel)?
+            .ok_or_else(|| super::missing_dir(host_top, parent_rel))?;
+        let dest = Located::entry(&parent, &Path::new(host_top).join(parent_rel), name)?;
+        match (entry.is_dir, dest.kind_name()) {
             (true, None) => {
-                DirBuilder::new()
-                    .mode(0o700)
-                    .create(&dest)
-                    .map_err(io_error("creating directory", &host))?;
-                dirs.push((dest, host, entry.mode));
+                dest.create_dir(0o700)?;
+                dirs.push((entry.rel.clone(), host, entry.mode));
             }
-            (true, Some(meta)) if meta.is_dir() => dirs.push((dest, host, entry.mode)),
-            (false, None) => replace_file(&entry.source, &dest, entry.mode, &host)?,
-            (false, Some(meta)) if meta.is_file() => {
-                replace_file(&entry.source, &dest, entry.mode, &host)?;
-            }
-            (_, Some(meta)) => {
+            (true, Some(_)) if dest.is_dir() => dirs.push((entry.rel.clone(), host, entry.mode)),
+            (false, None) => replace_file(&entry.source, &dest, entry.mode)?,
+            (false, Some(_)) if dest.is_file() => replace_file(&entry.source, &dest, entry.mode)?,
+            (_, Some(kind)) => {
                 return Err(PreflightError::Other(format!(
-                    "cannot merge {} into {host}: it is {}",
+                    "cannot merge {} into {host}: it is {kind}",
                     entry.source.display(),
-                    kind_name(meta.file_type())
                 )));
             }
         }
@@ -180,38 +178,47 @@ pub(super) fn copy_entries(
     Ok(())
 }
 
+/// `a/b/c` as (`a/b`, `c`).
+fn split_rel(rel: &Path) -> (&Path, &OsStr) {
+    (
+        rel.parent().unwrap_or(Path::new("")),
+        rel.file_name().expect("a scanned entry has a name"),
+    )
+}
+
+/// Overlay entries onto the host as the host sees its paths ([`Links::InRoot`]). Directories
+/// this run creates are recorded in `created` (host paths) with their final modes.
 pub(super) fn overlay_entries(
-    root: &Path,
+    fs: &HostFs,
     entries: &[Entry],
-    created: &mut Vec<(PathBuf, String, u32)>,
+    created: &mut Vec<NewDir>,
 ) -> Result<(), PreflightError> {
     for entry in entries {
-        let components: Vec<OsString> = entry.rel.iter().map(ToOwned::to_owned).collect();
-        let dest = resolve_in_root(root, &components)?;
-        match (entry.is_dir, &dest.meta) {
+        // Missing directories on the way exist only behind a link into a missing directory
+        // (the others are entries before this one); they are created 0755.
+        let dest = fs
+            .locate(
+                &Path::new("/").join(&entry.rel),
+                Links::InRoot,
+                Missing::Create,
+            )?
+            .expect("a creating lookup always ends at an entry");
+        let host = dest.host();
+        match (entry.is_dir, dest.kind_name()) {
             (true, None) => {
-                ensure_parent(&dest)?;
-                DirBuilder::new()
-                    .mode(0o700)
-                    .create(&dest.real)
-                    .map_err(io_error("creating directory", &dest.host))?;
-                created.push((dest.real, dest.host, entry.mode));
+                dest.create_dir(0o700)?;
+                let shown = host.display().to_string();
+                created.push((host, shown, entry.mode));
             }
             // Reused as is: the host owns the modes of its existing directories.
-            (true, Some(meta)) if meta.is_dir() => {}
-            (false, None) => {
-                ensure_parent(&dest)?;
-                replace_file(&entry.source, &dest.real, entry.mode, &dest.host)?;
-            }
-            (false, Some(meta)) if meta.is_file() => {
-                replace_file(&entry.source, &dest.real, entry.mode, &dest.host)?;
-            }
-            (_, Some(meta)) => {
+            (true, Some(_)) if dest.is_dir() => {}
+            (false, None) => replace_file(&entry.source, &dest, entry.mode)?,
+            (false, Some(_)) if dest.is_file() => replace_file(&entry.source, &dest, entry.mode)?,
+            (_, Some(kind)) => {
                 return Err(PreflightError::Other(format!(
-                    "cannot overlay {} onto {}: it is {}",
+                    "cannot overlay {} onto {}: it is {kind}",
                     entry.source.display(),
-                    dest.host,
-                    kind_name(meta.file_type())
+                    host.display(),
                 )));
             }
         }
@@ -219,70 +226,36 @@ pub(super) fn overlay_entries(
     Ok(())
 }
 
-/// Create the missing parents of a resolved destination (only a link into a missing
-/// directory gets here with one missing), 0755.
-pub(super) fn ensure_parent(dest: &Resolved) -> Result<(), PreflightError> {
-    match dest.real.parent() {
-        Some(parent) if fs::symlink_metadata(parent).is_err() => {
-            let host = Path::new(&dest.host)
-                .parent()
-                .map_or_else(|| "/".to_owned(), |p| p.display().to_string());
-            create_dirs(parent, 0o755, &host)
-        }
-        _ => Ok(()),
-    }
-}
-
-/// `mkdir -p` with `mode` for the directories it creates (the umask does not apply).
-pub(super) fn create_dirs(path: &Path, mode: u32, host: &str) -> Result<(), PreflightError> {
-    let mut missing = Vec::new();
-    let mut cursor = Some(path);
-    while let Some(dir) = cursor {
-        if fs::symlink_metadata(dir).is_ok() {
-            break;
-        }
-        missing.push(dir);
-        cursor = dir.parent();
-    }
-    DirBuilder::new()
-        .recursive(true)
-        .mode(mode)
-        .create(path)
-        .map_err(io_error("creating directory", host))?;
-    for dir in missing {
-        fs::set_permissions(dir, Permissions::from_mode(mode))
-            .map_err(io_error("setting the mode of", host))?;
-    }
-    Ok(())
-}
-
-pub(super) fn apply_dir_modes(dirs: &[(PathBuf, String, u32)]) -> Result<(), PreflightError> {
+/// Give new directories their final modes, children first (a parent made read-only cannot
+/// get in the way of a non-root caller), each opened with `open` and changed through its
+/// descriptor. Every directory is tried; the first error is returned.
+pub(super) fn apply_dir_modes(
+    dirs: &[NewDir],
+    open: impl Fn(&Path) -> Result<OwnedFd, PreflightError>,
+) -> Result<(), PreflightError> {
     let mut first_error = None;
-    // Children first, so a parent made read-only cannot get in the way of a non-root caller.
     for (dir, host, mode) in dirs.iter().rev() {
-        if let Err(e) = fs::set_permissions(dir, Permissions::from_mode(*mode)) {
-            first_error.get_or_insert(PreflightError::Io {
-                op: "setting the mode of",
-                path: host.clone(),
-                source: e,
-            });
+        let changed = open(dir).and_then(|fd| {
+            let file = fs::File::from(fd);
+            file.set_permissions(Permissions::from_mode(*mode))
+                .map_err(io_error("setting the mode of", host))?;
+            let _ = file.sync_all();
+            Ok(())
+        });
+        if let Err(e) = changed {
+            first_error.get_or_insert(e);
         }
-        sync_dir(dir);
     }
     first_error.map_or(Ok(()), Err)
 }
 
-/// Write `source`'s content to `dest` with exactly `mode`, atomically: a temporary file in the
-/// same directory, fsync, then rename. Readers of host files (resolv.conf, daemons' configs)
-/// never see a half-written file, and a running binary is replaced rather than rewritten
-/// (which would fail with ETXTBSY).
-pub(super) fn replace_file(
-    source: &Path,
-    dest: &Path,
-    mode: u32,
-    host: &str,
-) -> Result<(), PreflightError> {
-    let dir = dest.parent().expect("a destination file has a parent");
+/// Write `source`'s content to the entry `dest` with exactly `mode`, atomically: a temporary
+/// file in the same directory (its descriptor), fsync, then rename. Readers of host files
+/// (resolv.conf, daemons' configs) never see a half-written file, and a running binary is
+/// replaced rather than rewritten (which would fail with ETXTBSY).
+pub(super) fn replace_file(source: &Path, dest: &Located, mode: u32) -> Result<(), PreflightError> {
+    let host = dest.host().display().to_string();
+    let host = host.as_str();
     // O_NONBLOCK: if a fifo was swapped in after the scan, fail below instead of hanging.
     let mut input = OpenOptions::new()
         .read(true)
@@ -293,64 +266,51 @@ pub(super) fn replace_file(
     if !meta.is_file() {
         return Err(PreflightError::Unsupported {
             path: source.display().to_string(),
-            kind: kind_name(meta.file_type()),
+            kind: kind_name(&meta),
         });
     }
 
-    let target = dest.file_name().expect("a destination file has a name");
+    let target = dest.name.as_deref().expect("a file destination has a name");
     let write_error = |source: io::Error| PreflightError::Io {
         op: "writing",
         path: host.to_owned(),
         source,
     };
-    let dir_fd = open_dir(dir).map_err(write_error)?;
-    clean_stale_copies_in(&dir_fd, dir, target);
+    clean_stale_copies_in(&dest.dir, &dest.dir_host, target);
     // The one atomic replace of the agent; the copy keeps the source's permission bits.
-    hostfs::replace_in(&dir_fd, dir, target, mode, DirSync::BestEffort, |output| {
-        io::copy(&mut input, output).map(drop)
-    })
+    hostfs::replace_in(
+        &dest.dir,
+        &dest.dir_host,
+        target,
+        mode,
+        DirSync::BestEffort,
+        |output| io::copy(&mut input, output).map(drop),
+    )
     .map_err(|e| match e {
         HostFsError::Io { source, .. } => write_error(source),
         other => write_error(io::Error::other(other.to_string())),
     })
 }
 
-/// SPEC §5: remove what killed copies of `target` left in `dir` — temp files and partial
-/// package directories in [`hostfs::temp_name`]'s scheme, and the `.skyhook-tmp-*` /
-/// `.skyhook-partial-*` names of earlier releases — once they are old enough that no live
-/// writer can own them. Temp files of other targets in a host directory belong to whoever
-/// wrote them and are left alone. Best effort.
-pub(super) fn clean_stale_copies(dir: &Path, target: &std::ffi::OsStr) {
-    if let Ok(fd) = open_dir(dir) {
-        clean_stale_copies_in(&fd, dir, target);
-    }
-}
-
-pub(super) fn clean_stale_copies_in(fd: &OwnedFd, dir: &Path, target: &std::ffi::OsStr) {
+/// SPEC §5: remove what killed copies of `target` left in `dir` (an open directory, `dir_host`
+/// its host path) — temp files and partial package directories in [`hostfs::temp_name`]'s
+/// scheme, and the `.skyhook-tmp-*` / `.skyhook-partial-*` names of earlier releases — once
+/// they are old enough that no live writer can own them. Temp files of other targets in a
+/// host directory belong to whoever wrote them and are left alone. Best effort.
+pub(super) fn clean_stale_copies_in(fd: &OwnedFd, dir_host: &Path, target: &OsStr) {
     let target = target.to_string_lossy();
     hostfs::remove_stale_temps(
         fd,
-        dir,
+        dir_host,
         |name| hostfs::is_temp_name_of(name, &target) || hostfs::is_earlier_temp_name(name),
         hostfs::STALE_TEMP_AGE,
     );
 }
 
-/// Open a directory of a destination (already resolved inside ROOT) for the `*at` calls.
-pub(super) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(dir)
-        .map(OwnedFd::from)
-}
-
 /// Make a rename or a new entry durable. Best effort: some filesystems refuse to fsync a
 /// directory, and the data itself has already been synced.
-pub(super) fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
+pub(super) fn sync_dir(dir: &OwnedFd) {
+    let _ = nix::unistd::fsync(dir);
 }
 
 pub(super) fn io_error(op: &'static str, host: &str) -> impl FnOnce(io::Error) -> PreflightError {
@@ -358,22 +318,7 @@ pub(super) fn io_error(op: &'static str, host: &str) -> impl FnOnce(io::Error) -
     move |source| PreflightError::Io { op, path, source }
 }
 
-pub(super) fn kind_name(file_type: fs::FileType) -> &'static str {
-    if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_file() {
-        "a regular file"
-    } else if file_type.is_symlink() {
-        "a symbolic link"
-    } else if file_type.is_fifo() {
-        "a fifo"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
+/// What `meta` describes, for messages ("a fifo", ...).
+pub(super) fn kind_name(meta: &fs::Metadata) -> &'static str {
+    hostfs::kind_name(meta.mode())
 }

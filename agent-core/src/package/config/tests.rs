@@ -1062,7 +1062,7 @@ mod load_tests {
         let err = PackageConfig::load(&config, &dir.path().join("skyhook_dir")).unwrap_err();
         assert_eq!(
             format!("{err}: {}", std::error::Error::source(&err).unwrap()),
-            format!("reading {}: not a regular file", config.display())
+            format!("reading {}: a fifo, not a regular file", config.display())
         );
     }
 

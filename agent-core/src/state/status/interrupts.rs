@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::{InterruptOperation, InterruptStatus, Verdict, chain, list, lock_holder};
-use crate::host::fs::{HostFs, is_temp_name};
+use crate::host::fs::{HostFs, MARKER_BOUND, is_temp_name};
 use crate::state::interrupt_markers::{self, Pending};
 use crate::state::locks;
 
@@ -51,7 +51,7 @@ pub(super) fn interrupt_status(
                 note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
      -> Result<Option<Vec<u8>>, String> {
         let path: PathBuf = dir.join(format!("{stem}.{ext}"));
-        match fs.read(&path) {
+        match fs.read(&path, MARKER_BOUND) {
             Ok(bytes) => Ok(bytes),
             Err(e) => {
                 let reason = chain(&e);
