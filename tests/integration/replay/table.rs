@@ -236,6 +236,19 @@ pub static SANCTIONED: &[Sanction] = &[
         agent_only: None,
     },
     Sanction {
+        id: "leftover-output-window",
+        legacy: "relayed a step's output until every process holding its pipes had exited (44's \
+                 background child printed its line 2 s after bg.sh exited, and the agent waited \
+                 for it)",
+        agent: "relays a leftover process's output until the pipes have been idle for 2 s after \
+                the step's main process exited, then lets go (the process lives on): a line \
+                printed right at that boundary, as 44's is, may or may not be relayed",
+        basis: "SPEC §8.4 (leftover processes, the Go agent's `WaitDelay`)",
+        scope: &["44-stdin-and-background-child"],
+        rewrite: leftover_output_window,
+        agent_only: None,
+    },
+    Sanction {
         id: "unknown-mode",
         legacy: "printed the banner, then warned and exited 0",
         agent: "warns and exits 0 without a banner",
@@ -824,6 +837,13 @@ fn step_stdin(e: &mut Expected, _: &[StepInfo]) {
         "stdin.sh: EOF on stdin\n",
         1,
     );
+}
+
+fn leftover_output_window(e: &mut Expected, _: &[StepInfo]) {
+    const LATE: &str = "late output from the background child";
+    let inv = e.invocation(1);
+    inv.stdout = inv.stdout.replacen(&format!("{LATE}\n"), "", 1);
+    inv.racy_stdout.push(LATE.to_owned());
 }
 
 fn unknown_mode(e: &mut Expected, _: &[StepInfo]) {
