@@ -183,7 +183,7 @@ fn assert_a_second_signal_stops_a_step_that_dies_of_it(sig: &str) {
 }
 
 /// SPEC §10: the handlers are installed before the first write. A SIGTERM during pre-flight's
-/// copy of the package data (the agent stopped at its first `mkdir` there) lets the copy finish
+/// copy of the package data (the agent stopped at its first `mkdirat` there) lets the copy finish
 /// whole, starts nothing after it, and exits 1; the next run uses the copy.
 #[test]
 fn a_sigterm_during_the_package_copy_is_a_clean_stop() {
@@ -196,7 +196,7 @@ fn a_sigterm_during_the_package_copy_is_a_clean_stop() {
         .tagged_agent()
         .env("SKYHOOK_DATA_DIR", &data)
         .args(["apply", &host.root_str(), COPY_DIR])
-        .spawn_stopped_at("mkdir");
+        .spawn_stopped_at("mkdirat");
     assert!(
         !host.exists(COPY_DIR),
         "stopped before the copy is in place"
