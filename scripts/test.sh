@@ -3,7 +3,7 @@
 #
 #   1. prerequisites: a static busybox (the integration tests build fake host roots from it),
 #      python3 (the CPython repr the legacy marker names depend on), strace (stops an agent at a
-#      chosen system call), podman and runc (the container suite), unshare (user namespaces,
+#      chosen system call), gcc with a static libc (a C step of the try isolation test), podman and runc (the container suite), unshare (user namespaces,
 #      below), rustfmt and clippy. Run as root with apt-get available, it installs what is
 #      missing; otherwise it stops at once, naming it.
 #      Then `cargo fetch --locked`: every crate the lock file names, for every platform.
@@ -36,6 +36,12 @@ missing_packages() {
     command -v python3 >/dev/null || need+=(python3)
     # Stops an agent at a chosen system call (tests/integration/util/agent.rs).
     command -v strace >/dev/null || need+=(strace)
+    # `agent try`'s isolation test builds a static C step (gcc -static needs libc.a).
+    if ! command -v gcc >/dev/null; then
+        need+=(gcc libc6-dev)
+    elif ! [ -f "$(gcc -print-file-name=libc.a)" ]; then
+        need+=(libc6-dev)
+    fi
     command -v podman >/dev/null || need+=(podman)
     command -v runc >/dev/null || need+=(runc)
     command -v unshare >/dev/null || need+=(util-linux)
