@@ -17,7 +17,9 @@
 # `--build-arg AGENT_BINARY=prebuilt`. The final stage is the same either way.
 #
 # `agent --version` in the image prints AGENT_VERSION when it is given, else the version of the
-# agent-cli crate. GIT_SHA is embedded in the binary and labels the image.
+# agent-cli crate, and on stderr the commit: GIT_SHA, embedded in the binary and labelling the
+# image. Give it: the build context has no .git (.dockerignore), so without it the binary's
+# commit is `unknown` (agent-cli/build/commit.rs).
 #
 # The operator runs the image with `args: [MODE, /root, COPY_DIR]` (or the interrupt form), the
 # host's / mounted at /root and a privileged security context: the agent chroots into the host,

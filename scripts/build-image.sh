@@ -8,8 +8,9 @@
 # 2. the final stage of containers/agent.Dockerfile around that binary
 #    (`--build-arg AGENT_BINARY=prebuilt`), with podman. No base image is pulled.
 #
-# AGENT_VERSION (default: the workspace version) and GIT_SHA (default: HEAD, `-dirty` when the
-# tree has changes) are embedded in the binary and label the image. CARGO_TARGET_DIR is honoured.
+# AGENT_VERSION (default: the workspace version) and GIT_SHA (default: what agent-cli/build.rs
+# finds, HEAD of the checkout with `-dirty` when a tracked file has changes) are embedded in the
+# binary; the image's labels are what the binary embeds. CARGO_TARGET_DIR is honoured.
 # Prints the image's size on stdout's last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +28,9 @@ command -v podman >/dev/null || {
 }
 
 version=${AGENT_VERSION:-$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)}
-if [ -z "${GIT_SHA:-}" ] && git rev-parse HEAD >/dev/null 2>&1; then
-    GIT_SHA=$(git rev-parse HEAD)
-    [ -z "$(git status --porcelain 2>/dev/null)" ] || GIT_SHA=$GIT_SHA-dirty
-fi
-sha=${GIT_SHA:-}
 
 # --target keeps RUSTFLAGS off build scripts and proc macros (they must stay dynamic).
-AGENT_VERSION=$version GIT_SHA=$sha RUSTFLAGS="-C target-feature=+crt-static" \
+AGENT_VERSION=$version GIT_SHA=${GIT_SHA:-} RUSTFLAGS="-C target-feature=+crt-static" \
     cargo build --release --locked -p agent-cli --bin agent --no-default-features --target "$triple" >&2
 binary=${CARGO_TARGET_DIR:-target}/$triple/release/agent
 
@@ -43,6 +39,10 @@ if ! { LC_ALL=C ldd "$binary" 2>&1 || true; } | grep -qE 'not a dynamic executab
     echo "scripts/build-image.sh: $binary is not statically linked" >&2
     exit 1
 fi
+
+# The commit the binary embeds (`agent --version` prints it on stderr) labels the image.
+sha=$("$binary" --version 2>&1 >/dev/null | sed -n 's/^commit //p')
+[ -n "$sha" ] || { echo "scripts/build-image.sh: $binary --version names no commit" >&2; exit 1; }
 
 context=$(mktemp -d)
 trap 'rm -rf "$context"' EXIT

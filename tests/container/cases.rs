@@ -152,7 +152,9 @@ fn tar(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// `podman run IMAGE --version` prints the version: the binary runs without a loader or libc.
+/// `podman run IMAGE --version` prints the version, and the commit the image was built from
+/// (the working tree's HEAD, or GIT_SHA when given; its revision label names it too): the binary runs without a
+/// loader or libc.
 fn version(image: &Image) {
     let run = Pod::bare(image).args(&["--version"]).run();
     run.assert_success();
@@ -160,6 +162,26 @@ fn version(image: &Image) {
         run.out(),
         format!("{}\n", env!("CARGO_PKG_VERSION")),
         "{run:?}"
+    );
+    // build-image.sh hands a GIT_SHA of the environment to the build; else the build finds HEAD.
+    let head = std::env::var("GIT_SHA")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(pod::git_head);
+    let commit = run.err();
+    let commit = commit
+        .strip_prefix("commit ")
+        .and_then(|c| c.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("--version names no commit on stderr: {run:?}"));
+    assert!(
+        commit == head || commit == format!("{head}-dirty"),
+        "the image's agent names commit {commit:?}; the working tree is at {head}"
+    );
+    let inspect: Value =
+        serde_json::from_str(&pod::podman_ok(&["image", "inspect", &image.tag])).unwrap();
+    assert_eq!(
+        inspect[0]["Config"]["Labels"]["org.opencontainers.image.revision"], commit,
+        "the revision label names the commit the binary embeds"
     );
 }
 

@@ -133,6 +133,23 @@ impl Drop for Image {
     }
 }
 
+/// The commit the working tree is at (`git rev-parse HEAD`).
+pub fn git_head() -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .expect("run git (the container suite builds the image from a git checkout)");
+    assert!(
+        out.status.success(),
+        "git rev-parse HEAD in {}: {}",
+        repo().display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
