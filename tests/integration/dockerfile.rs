@@ -162,7 +162,12 @@ fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64(
         &format!("-p {package}"),
         "--bin agent",
         "--target \"${target}\"",
-        "RUSTFLAGS=\"-C target-feature=+crt-static\"",
+        "RUSTFLAGS=\"-C target-feature=+crt-static ",
+        // The paths of the build machine stay out of the binary, under the names
+        // scripts/build-image.sh gives them (docs/deploy.md#reproducible-builds).
+        "--remap-path-prefix=/src=/agent",
+        "--remap-path-prefix=${CARGO_HOME}=/cargo",
+        "--remap-path-prefix=/src/target=/target",
     ] {
         assert!(
             run.args.contains(flag),
