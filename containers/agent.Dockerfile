@@ -17,7 +17,9 @@
 # `--build-arg AGENT_BINARY=prebuilt`. The final stage is the same either way.
 #
 # `agent --version` in the image prints AGENT_VERSION when it is given, else the version of the
-# agent-cli crate. GIT_SHA is embedded in the binary and labels the image.
+# agent-cli crate, and on stderr the commit: GIT_SHA, embedded in the binary and labelling the
+# image. Give it: the build context has no .git (.dockerignore), so without it the binary's
+# commit is `unknown` (agent-cli/build/commit.rs).
 #
 # The operator runs the image with `args: [MODE, /root, COPY_DIR]` (or the interrupt form), the
 # host's / mounted at /root and a privileged security context: the agent chroots into the host,
@@ -36,8 +38,11 @@ WORKDIR /src
 COPY . .
 # glibc's static libraries give a static-pie binary (`-C target-feature=+crt-static`); RUSTFLAGS
 # apply to the target only because --target is given, so build scripts and proc macros stay
-# dynamic. An empty build argument is left unset, so the binary falls back as `agent --version`
-# documents (crate version) instead of embedding an empty version.
+# dynamic. The paths a build writes into the binary are remapped to the names
+# scripts/build-image.sh uses (/agent, /cargo, /target, /rustc/<commit>), so with the same
+# toolchain both give the same binary. An empty build argument is left unset, so the binary
+# falls back as `agent --version` documents (crate version) instead of embedding an empty
+# version.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     set -eu; \
@@ -54,7 +59,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     rustup target add "${target}"; \
     if [ -n "${AGENT_VERSION}" ]; then export AGENT_VERSION; else unset AGENT_VERSION; fi; \
     if [ -n "${GIT_SHA}" ]; then export GIT_SHA; else unset GIT_SHA; fi; \
-    RUSTFLAGS="-C target-feature=+crt-static" \
+    sysroot="$(rustc --print sysroot)"; \
+    commit="$(rustc -vV | sed -n 's/^commit-hash: //p')"; \
+    RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=/src=/agent \
+      --remap-path-prefix=${CARGO_HOME}=/cargo \
+      --remap-path-prefix=${sysroot}/lib/rustlib/src/rust=/rustc/${commit} \
+      --remap-path-prefix=/src/target=/target" \
       cargo build --release --locked -p agent-cli --bin agent --no-default-features --target "${target}"; \
     install -D -m 0755 "target/${target}/release/agent" /out/agent; \
     if [ "$(dpkg --print-architecture)" = "${TARGETARCH}" ]; then /out/agent --version; fi
@@ -68,12 +78,16 @@ FROM ${AGENT_BINARY} AS binary
 FROM scratch AS runtime
 ARG AGENT_VERSION=""
 ARG GIT_SHA=""
+# The sha256 digest of the image's CycloneDX SBOM, published next to it (scripts/build-image.sh
+# writes both; docs/deploy.md#sbom). Empty when the SBOM was not made.
+ARG SBOM_DIGEST=""
 LABEL org.opencontainers.image.title="agent" \
       org.opencontainers.image.description="Node agent for Skyhook / NodeWright packages" \
       org.opencontainers.image.source="https://github.com/NVIDIA/skyhook" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${AGENT_VERSION}" \
-      org.opencontainers.image.revision="${GIT_SHA}"
+      org.opencontainers.image.revision="${GIT_SHA}" \
+      com.nvidia.skyhook.agent.sbom.digest="${SBOM_DIGEST}"
 COPY --from=binary /out/agent /usr/local/bin/agent
 COPY LICENSE /usr/share/licenses/agent/LICENSE
 # chroot(2) into the host root needs CAP_SYS_CHROOT: the agent runs as root, in a privileged pod.

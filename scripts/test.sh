@@ -3,13 +3,16 @@
 #
 #   1. prerequisites: a static busybox (the integration tests build fake host roots from it),
 #      python3 (the CPython repr the legacy marker names depend on), strace (stops an agent at a
-#      chosen system call), gcc with a static libc (a C step of the try isolation test), podman and runc (the container suite), unshare (user namespaces,
-#      below), rustfmt and clippy. Run as root with apt-get available, it installs what is
-#      missing; otherwise it stops at once, naming it.
-#      Then `cargo fetch --locked`: every crate the lock file names, for every platform.
-#   2. cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings, a build of every binary (the plugin tests run
-#      the distributor binary of examples/custom-agent, which `cargo test` does not build
-#      for another package's tests).
+#      chosen system call), gcc with a static libc (a C step of the try isolation test), podman
+#      and runc (the container suite), unshare (user namespaces, below), rustfmt and clippy. Run as root with
+#      apt-get available, it installs what is missing; otherwise it stops at once, naming it.
+#      cargo-deny and cargo-cyclonedx (the SBOM of the image), at the versions below, with
+#      `cargo install --locked` when missing. Then `cargo fetch --locked`: every crate the lock
+#      file names, for every platform.
+#   2. the dependency policy (deny.toml: licenses, duplicate versions, crates.io only; offline,
+#      so not advisories), cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings, a
+#      build of every binary (the plugin tests run the distributor binary of
+#      examples/custom-agent, which `cargo test` does not build for another package's tests).
 #   3. cargo test --workspace --locked. Many integration tests chroot into a fake host root,
 #      which needs root. As root they run as they are; otherwise every test binary runs inside
 #      a user namespace (`unshare --user --map-root-user --mount`) where the test process is
@@ -83,6 +86,18 @@ for component in rustfmt clippy; do
     fi
 done
 
+# Cargo subcommands the checks run, at the versions they were written against.
+for tool in cargo-deny@0.20.2 cargo-cyclonedx@0.5.9; do
+    name=${tool%@*}
+    if ! cargo "${name#cargo-}" --version >/dev/null 2>&1; then
+        say "installing $tool (cargo install --locked)"
+        cargo install --locked --quiet "$tool" || {
+            say "could not install $tool: install it (cargo install --locked $tool)"
+            exit 1
+        }
+    fi
+done
+
 # Every crate of the lock file, for every platform: builds take what they need, but a check that
 # the lock file is current (`cargo metadata --locked --offline`) reads them all.
 cargo fetch --locked --quiet
@@ -101,8 +116,11 @@ if ! is_root; then
     say "not root: the container suite (rootful podman) will fail; run as root to pass it"
 fi
 
-# --- 2. formatting, lints, binaries -----------------------------------------------------------
+# --- 2. dependency policy, formatting, lints, binaries ----------------------------------------
 
+# Advisories need the RustSec database from the network: CI runs them apart
+# (docs/deploy.md#dependency-policy).
+cargo deny --offline --locked check licenses bans sources
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --bins --locked

@@ -42,14 +42,26 @@ use tracing::{error, info, warn};
 use crate::request::{HelpTopic, Request, USAGE};
 
 /// The version embedded at build time (SPEC §1.3): `AGENT_VERSION` (the crate version when
-/// unset); when it is set but empty, the embedded `GIT_SHA`; else `unknown`.
+/// unset); when it is set but empty, the embedded [`GIT_SHA`] (which may be `unknown`).
 pub fn version() -> &'static str {
-    match (option_env!("AGENT_VERSION"), option_env!("GIT_SHA")) {
-        (None, _) => env!("CARGO_PKG_VERSION"),
-        (Some(v), _) if !v.is_empty() => v,
-        (Some(_), Some(sha)) if !sha.is_empty() => sha,
-        _ => "unknown",
+    match option_env!("AGENT_VERSION") {
+        None => env!("CARGO_PKG_VERSION"),
+        Some(v) if !v.is_empty() => v,
+        Some(_) => GIT_SHA,
     }
+}
+
+/// The commit the binary was built from, `-dirty` when tracked files differed from it:
+/// `GIT_SHA` at build time, else the git checkout it was built in, else `unknown`
+/// (agent-cli/build/commit.rs).
+pub const GIT_SHA: &str = env!("AGENT_GIT_SHA");
+
+/// `agent --version` (SPEC §1.3): the version alone on stdout, which scripts read; the commit
+/// on stderr, for the person reading both.
+pub(crate) fn print_version() -> ExitCode {
+    println_out(&format!("{}\n", version()));
+    eprint_out(&format!("commit {GIT_SHA}\n"));
+    ExitCode::SUCCESS
 }
 
 /// Exit codes of SPEC §1.2.
@@ -79,10 +91,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     };
     match request {
-        Request::Version => {
-            println_out(&format!("{}\n", version()));
-            ExitCode::SUCCESS
-        }
+        Request::Version => print_version(),
         Request::Help(None) => {
             println_out(USAGE);
             ExitCode::SUCCESS
@@ -162,14 +171,6 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::from(EXIT_FAILED),
-    }
-}
-
-/// The git commit the binary was built from (`GIT_SHA` at build time), or `unknown`.
-pub(crate) fn git_sha() -> &'static str {
-    match option_env!("GIT_SHA") {
-        Some(sha) if !sha.is_empty() => sha,
-        _ => "unknown",
     }
 }
 
@@ -255,7 +256,7 @@ fn run_operator(
     ));
     info!(
         agent_version = %version(),
-        git_sha = %git_sha(),
+        git_sha = %GIT_SHA,
         mode = %mode,
         package = %rid.package,
         version = %rid.version,
@@ -417,6 +418,7 @@ fn save_results<T>(
 ) -> Vec<OperationResult> {
     let record = RunRecord {
         agent_version: version().to_owned(),
+        git_sha: GIT_SHA.to_owned(),
         mode: run.mode.to_owned(),
         resource_id: run.resource_id.to_owned(),
         package: run.package.to_owned(),

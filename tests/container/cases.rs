@@ -21,6 +21,7 @@ pub type Case = (&'static str, fn(&Image));
 pub const ALL: &[Case] = &[
     ("image_is_one_static_binary_from_scratch", image_contents),
     ("version", version),
+    ("sbom_lists_the_crates_linked_into_the_binary", sbom),
     ("interrupts_list", interrupts_list),
     ("example_package_apply_then_apply_check", example_apply),
     ("example_package_config_then_config_check", example_config),
@@ -40,6 +41,11 @@ pub const ALL: &[Case] = &[
     (
         "pod_deletion_during_a_long_step_finishes_it_and_starts_no_other",
         pod_deletion_during_a_long_step,
+    ),
+    // Last: a second release build from nothing, the slowest case.
+    (
+        "a_second_build_into_another_target_directory_is_the_same_binary_and_image",
+        reproducible,
     ),
 ];
 
@@ -152,7 +158,9 @@ fn tar(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// `podman run IMAGE --version` prints the version: the binary runs without a loader or libc.
+/// `podman run IMAGE --version` prints the version, and the commit the image was built from
+/// (the working tree's HEAD, or GIT_SHA when given; its revision label names it too): the binary runs without a
+/// loader or libc.
 fn version(image: &Image) {
     let run = Pod::bare(image).args(&["--version"]).run();
     run.assert_success();
@@ -160,6 +168,153 @@ fn version(image: &Image) {
         run.out(),
         format!("{}\n", env!("CARGO_PKG_VERSION")),
         "{run:?}"
+    );
+    // build-image.sh hands a GIT_SHA of the environment to the build; else the build finds HEAD.
+    let head = std::env::var("GIT_SHA")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(pod::git_head);
+    let commit = run.err();
+    let commit = commit
+        .strip_prefix("commit ")
+        .and_then(|c| c.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("--version names no commit on stderr: {run:?}"));
+    assert!(
+        commit == head || commit == format!("{head}-dirty"),
+        "the image's agent names commit {commit:?}; the working tree is at {head}"
+    );
+    assert_eq!(
+        image.inspect()["Config"]["Labels"]["org.opencontainers.image.revision"],
+        commit,
+        "the revision label names the commit the binary embeds"
+    );
+}
+
+/// Crates linked into the binary the SBOM must list: the runtime, the wire formats, the
+/// command line, the workspace's own crates.
+const LINKED: &[&str] = &[
+    "tokio",
+    "typetag",
+    "serde",
+    "serde_json",
+    "clap",
+    "nix",
+    "tracing",
+    "tracing-subscriber",
+    "agent-core",
+    "interrupts",
+];
+
+/// Crates the SBOM must not list: dev-dependencies only (the tests' helpers; tempfile also
+/// behind agent-core's `testing` feature, which only tests turn on), and the proc macros and
+/// build-script helpers that run at build time.
+const NOT_LINKED: &[&str] = &[
+    "proptest",
+    "tempfile",
+    "trybuild",
+    "prometheus-parse",
+    "rand",
+    "toml",
+    "serde_derive",
+    "syn",
+    "proc-macro2",
+    "agent-macros",
+    "autocfg",
+];
+
+/// The SBOM next to the image: CycloneDX describing the `agent` binary, listing the crates
+/// linked into it with version, license and purl, and no dev-dependency; the image's label
+/// holds its digest.
+fn sbom(image: &Image) {
+    let bytes = fs::read(&image.sbom)
+        .unwrap_or_else(|e| panic!("reading the SBOM {}: {e}", image.sbom.display()));
+    let bom: Value = serde_json::from_slice(&bytes).expect("the SBOM is JSON");
+    assert_eq!(bom["bomFormat"], "CycloneDX");
+    assert_eq!(bom["specVersion"], "1.5");
+    let described = &bom["metadata"]["component"];
+    assert_eq!(described["name"], "agent", "{described}");
+    assert_eq!(described["version"], env!("CARGO_PKG_VERSION"));
+    let components = bom["components"].as_array().expect("components");
+    let names: Vec<&str> = components
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in LINKED {
+        assert!(names.contains(name), "the SBOM lacks {name}: {names:?}");
+    }
+    for name in NOT_LINKED {
+        assert!(
+            !names.contains(name),
+            "the SBOM lists {name}, which is not linked into the binary: {names:?}"
+        );
+    }
+    for c in components {
+        assert!(
+            c["version"].is_string() && c["purl"].is_string() && c["licenses"].is_array(),
+            "a component without version, purl or license: {c}"
+        );
+    }
+    // Every edge of the dependency graph joins two listed components.
+    let listed: Vec<&str> = components
+        .iter()
+        .map(|c| c["bom-ref"].as_str().unwrap())
+        .chain(described["bom-ref"].as_str())
+        .collect();
+    for dep in bom["dependencies"].as_array().expect("dependencies") {
+        for r in std::iter::once(&dep["ref"]).chain(dep["dependsOn"].as_array().unwrap()) {
+            assert!(
+                listed.contains(&r.as_str().unwrap()),
+                "unlisted {r} in {dep}"
+            );
+        }
+    }
+    assert_eq!(
+        image.inspect()["Config"]["Labels"]["com.nvidia.skyhook.agent.sbom.digest"],
+        format!("sha256:{}", crate::util::sha256_hex(&bytes)),
+        "the image's label holds the SBOM's digest"
+    );
+}
+
+/// scripts/build-image.sh again, into a new target directory: the same static binary, byte
+/// for byte, the same SBOM and the same image (config digest), from a build that shares
+/// nothing with the first but the sources and the toolchain. Neither binary names a path of
+/// this machine (the checkout, the target directory, the cargo home), which would differ on
+/// another.
+fn reproducible(image: &Image) {
+    let target = tempfile::tempdir().unwrap();
+    let again = Image::build_in(&format!("{}-again", image.tag), target.path());
+    let read =
+        |path: &Path| fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let cargo_home = std::env::var_os("CARGO_HOME").map_or_else(
+        || Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cargo"),
+        std::path::PathBuf::from,
+    );
+    let binary = read(&again.binary);
+    for path in [pod::repo(), target.path().to_path_buf(), cargo_home] {
+        let needle = path.to_str().unwrap().as_bytes();
+        assert!(
+            !binary.windows(needle.len()).any(|w| w == needle),
+            "{} names {}: remap it (--remap-path-prefix)",
+            again.binary.display(),
+            path.display()
+        );
+    }
+    assert_eq!(
+        crate::util::sha256_hex(&binary),
+        crate::util::sha256_hex(&read(&image.binary)),
+        "two builds of one commit: {} and {} differ",
+        image.binary.display(),
+        again.binary.display()
+    );
+    assert_eq!(
+        fs::read_to_string(&again.sbom).unwrap(),
+        fs::read_to_string(&image.sbom).unwrap(),
+        "the SBOMs of two builds differ"
+    );
+    assert_eq!(
+        again.inspect()["Id"],
+        image.inspect()["Id"],
+        "the image's config digest differs between two builds"
     );
 }
 

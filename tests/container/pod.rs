@@ -91,21 +91,30 @@ pub struct Image {
     pub tag: String,
     /// What scripts/build-image.sh printed last (`built TAG: N bytes uncompressed ...`).
     pub build_report: String,
+    /// The SBOM it wrote (`sbom: PATH`).
+    pub sbom: PathBuf,
+    /// The static binary the image holds, as built.
+    pub binary: PathBuf,
 }
 
 impl Image {
     /// Build the image with a tag of its own. The static binary is built in a target directory
     /// of its own: the target directory of this test run is locked by the cargo running it.
     pub fn build() -> Self {
+        let tag = format!("localhost/agent-container-suite:{}", std::process::id());
+        let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("container-suite-target");
+        Self::build_in(&tag, &target_dir)
+    }
+
+    /// scripts/build-image.sh TAG with CARGO_TARGET_DIR=`target_dir`.
+    pub fn build_in(tag: &str, target_dir: &Path) -> Self {
         require_real_root();
         podman();
         let repo = repo();
-        let tag = format!("localhost/agent-container-suite:{}", std::process::id());
-        let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("container-suite-target");
         let out = Command::new(repo.join("scripts/build-image.sh"))
-            .arg(&tag)
+            .arg(tag)
             .current_dir(&repo)
-            .env("CARGO_TARGET_DIR", &target_dir)
+            .env("CARGO_TARGET_DIR", target_dir)
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .output()
@@ -116,21 +125,57 @@ impl Image {
             "scripts/build-image.sh {tag} failed ({}): {stdout}",
             out.status
         );
+        let sbom = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("sbom: "))
+            .unwrap_or_else(|| panic!("scripts/build-image.sh names no SBOM: {stdout}"));
+        let triple = match std::env::consts::ARCH {
+            "x86_64" => "x86_64-unknown-linux-gnu",
+            "aarch64" => "aarch64-unknown-linux-gnu",
+            other => panic!("no image for {other}"),
+        };
         Self {
-            tag,
+            tag: tag.to_owned(),
             build_report: stdout.lines().last().unwrap_or_default().to_owned(),
+            sbom: PathBuf::from(sbom),
+            binary: target_dir.join(triple).join("release/agent"),
         }
+    }
+
+    /// `podman image inspect`'s document for the image.
+    pub fn inspect(&self) -> serde_json::Value {
+        let text = podman_ok(&["image", "inspect", &self.tag]);
+        let mut all: serde_json::Value = serde_json::from_str(&text).unwrap();
+        all[0].take()
     }
 }
 
 impl Drop for Image {
     fn drop(&mut self) {
+        // Untags, and removes the image when no other tag names it.
         let _ = Command::new(podman())
             .args(["image", "rm", "--force", &self.tag])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// The commit the working tree is at (`git rev-parse HEAD`).
+pub fn git_head() -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .expect("run git (the container suite builds the image from a git checkout)");
+    assert!(
+        out.status.success(),
+        "git rev-parse HEAD in {}: {}",
+        repo().display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 /// The repository root.

@@ -29,6 +29,7 @@
 mod util;
 
 mod banner;
+mod build_info;
 mod checks;
 mod cli;
 mod compat;

@@ -10,7 +10,6 @@ pub mod validate;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use agent_core::exec::Output;
 use clap::{Parser, Subcommand};
 
 /// Names that select a subcommand instead of an operator form.
@@ -85,8 +84,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         .take_while(|a| *a != "--")
         .any(|a| a == "--version" || a == "-V")
     {
-        Output::process().print(&format!("{}\n", crate::version()));
-        return ExitCode::SUCCESS;
+        return crate::print_version();
     }
     let cli = match Cli::try_parse_from(std::iter::once(OsString::from("agent")).chain(args)) {
         Ok(cli) => cli,

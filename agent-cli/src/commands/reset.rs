@@ -536,6 +536,7 @@ fn remove_and_record(
     }
     let record = RunRecord {
         agent_version: crate::version().to_owned(),
+        git_sha: crate::GIT_SHA.to_owned(),
         mode: RESET_MODE.to_owned(),
         resource_id: t.resource_id.clone(),
         package: t.package.clone(),

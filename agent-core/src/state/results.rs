@@ -13,6 +13,10 @@ use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub agent_version: String,
+    /// The commit the agent was built from (`-dirty` when its tree had changes), or
+    /// `unknown`; empty in records written before it was recorded.
+    #[serde(default)]
+    pub git_sha: String,
     /// The stage mode, or `interrupt`.
     pub mode: String,
     pub resource_id: String,
@@ -222,6 +226,7 @@ mod tests {
         };
         let record = RunRecord {
             agent_version: "1.2.3".into(),
+            git_sha: "0123abcd-dirty".into(),
             mode: "apply".into(),
             resource_id: "abc_pkg_1.0.0".into(),
             package: "pkg".into(),
@@ -264,8 +269,12 @@ mod tests {
         for op in old["operations"].as_array_mut().unwrap() {
             op.as_object_mut().unwrap().remove("usage");
         }
+        // ... and so do records written before the commit was.
+        assert_eq!(old["git_sha"], "0123abcd-dirty");
+        old.as_object_mut().unwrap().remove("git_sha");
         let back: RunRecord = serde_json::from_value(old).unwrap();
         assert_eq!(back.operations[1].usage, None);
+        assert_eq!(back.git_sha, "");
     }
 
     #[test]

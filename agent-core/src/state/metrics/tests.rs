@@ -23,6 +23,7 @@ fn op(path: &str, exit: i32, usage: Usage) -> OperationResult {
 fn run_record(mode: &str, version: &str, operations: Vec<OperationResult>) -> RunRecord {
     RunRecord {
         agent_version: "0.1.0".into(),
+        git_sha: "abc123".into(),
         mode: mode.into(),
         resource_id: format!("sk-uid-1_pkg_{version}"),
         package: "pkg".into(),
