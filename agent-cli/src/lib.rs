@@ -389,7 +389,7 @@ fn save_start(
     started: SystemTime,
 ) -> anyhow::Result<()> {
     let record = RunRecord::running(
-        version(),
+        (version(), GIT_SHA),
         run.mode,
         run.resource_id,
         (run.package, run.version),

@@ -56,7 +56,7 @@ impl RunRecord {
     /// reader that does not know `result` (an earlier agent's `agent status`) should see if the
     /// run never replaces it.
     pub fn running(
-        agent_version: &str,
+        (agent_version, git_sha): (&str, &str),
         mode: &str,
         resource_id: &str,
         (package, version): (&str, &str),
@@ -64,6 +64,7 @@ impl RunRecord {
     ) -> Self {
         Self {
             agent_version: agent_version.to_owned(),
+            git_sha: git_sha.to_owned(),
             mode: mode.to_owned(),
             resource_id: resource_id.to_owned(),
             package: package.to_owned(),
@@ -280,7 +281,7 @@ mod tests {
     #[test]
     fn the_start_record_says_running_and_records_of_earlier_versions_have_no_result() {
         let r = RunRecord::running(
-            "1.2.3",
+            ("1.2.3", "0123abcd"),
             "apply-check",
             "abc_pkg_1.0.0",
             ("pkg", "1.0.0"),
@@ -288,6 +289,7 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(json["result"], "running");
+        assert_eq!(json["git_sha"], "0123abcd");
         assert_eq!(json["finished"], "2026-11-30T10:00:00Z");
         assert_eq!(json["exit_code"], 1);
         assert_eq!(
