@@ -605,9 +605,10 @@ fn reboot_by_boot_id(e: &mut Expected, _: &[StepInfo]) {
             }
         }
         "18-interrupt-node-restart-sigterm" => {
-            // The shutdown's SIGTERM reaches the agent while reboot runs.
+            // The shutdown's SIGTERM reaches the agent while reboot runs: it says so and waits
+            // for the host to go down; the host stays up, so after the stop grace it exits 1,
+            // as the legacy agent did (never 0: the operator's Job would complete).
             let inv = e.invocation(1);
-            inv.exit = 0;
             inv.stdout.push_str(
                 "shutdown in progress; the reboot will be confirmed by boot ID on the next run\n",
             );
