@@ -58,6 +58,10 @@ pub const ALL: &[Case] = &[
         "job_interrupt_reboot_completes_the_job_only_after_the_new_boot",
         job_cases::interrupt_reboot_completes_the_job_only_after_the_new_boot,
     ),
+    (
+        "job_examples_pass_kubernetes_validate_strict",
+        job_cases::examples_pass_kubernetes_validate_strict,
+    ),
 ];
 
 /// Busybox applets the example package uses beyond the harness's fake root.

@@ -326,3 +326,48 @@ pub fn interrupt_reboot_completes_the_job_only_after_the_new_boot(image: &Image)
     );
     job::done_container(&package).run().assert_success();
 }
+
+/// examples/kubernetes shows these Jobs (docs/deploy.md): every manifest passes
+/// `kubernetes-validate --strict` (no unknown field, every type right). scripts/test.sh
+/// installs the tool and names it in `KUBERNETES_VALIDATE`; without it this case fails.
+pub fn examples_pass_kubernetes_validate_strict(_image: &Image) {
+    let tool = std::env::var_os("KUBERNETES_VALIDATE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join("kubernetes-validate"))
+                    .find(|p| p.is_file())
+            })
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "kubernetes-validate is missing: scripts/test.sh installs it (pip install \
+                 kubernetes-validate==1.37.0) and sets KUBERNETES_VALIDATE"
+            )
+        });
+    let dir = crate::pod::repo().join("examples/kubernetes");
+    let mut manifests: Vec<std::path::PathBuf> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    manifests.sort();
+    assert!(manifests.len() >= 3, "{manifests:?}");
+    let out = std::process::Command::new(&tool)
+        .arg("--strict")
+        .args(&manifests)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict failed:\n{text}"
+    );
+    // The stage Job's file holds its ConfigMap too: 4 resources in all.
+    assert_eq!(text.matches(" passed for resource ").count(), 4, "{text}");
+}
