@@ -234,11 +234,12 @@ fn example_interrupt_job_matches_the_operator_contract_and_runs() {
     before.assert_unchanged(&host.snapshot(), "status");
 }
 
-/// What every Job of the operator carries (docs/deploy.md, "What the operator runs").
+/// What every Job of the operator carries (docs/deploy.md, "What the operator runs"), and the
+/// `lines` of this one. Returns the Job's text (lines trimmed) and its containers' names.
 #[track_caller]
-fn assert_job_shape(rel: &str, stage: &str) -> String {
+fn assert_job_shape(rel: &str, stage: &str, lines: &[&str]) -> (String, Vec<String>) {
     let text = trimmed(&read(rel));
-    for line in [
+    let common = [
         "apiVersion: batch/v1\nkind: Job\n",
         "nodewright.nvidia.com/name: demo\n",
         "nodewright.nvidia.com/package: gpu-node-tuning-1.1.0\n",
@@ -256,17 +257,18 @@ fn assert_job_shape(rel: &str, stage: &str) -> String {
         "- key: node.kubernetes.io/unreachable\noperator: Exists\neffect: NoExecute\n",
         // `done` replaces the pause container: the package image, exiting 0 at once.
         "- name: done\nimage: PACKAGE_IMAGE\ncommand: [\"/bin/sh\", \"-c\", \"exit 0\"]\n",
-    ] {
+    ];
+    for line in common.iter().chain(lines) {
         assert!(text.contains(line), "{rel} lacks {line:?}");
     }
-    text
+    let names = containers(rel).into_iter().map(|c| c.name).collect();
+    (text, names)
 }
 
 #[test]
 fn example_jobs_have_the_operator_job_shapes() {
     let rel = "examples/kubernetes/stage-job.yaml";
-    let stage = assert_job_shape(rel, "apply");
-    for line in [
+    let stage = [
         // Each attempt a new pod; at most 4; disruptions not counted.
         "restartPolicy: Never\n",
         "backoffLimit: 3\n",
@@ -278,10 +280,8 @@ fn example_jobs_have_the_operator_job_shapes() {
         "- name: gpu-node-tuning\nmountPath: /skyhook-package/configmaps/node-tuning.conf\n\
          subPath: node-tuning.conf\nreadOnly: true\n",
         "configMap:\nname: demo-gpu-node-tuning-1.1.0\n",
-    ] {
-        assert!(stage.contains(line), "{rel} lacks {line:?}");
-    }
-    let names: Vec<String> = containers(rel).into_iter().map(|c| c.name).collect();
+    ];
+    let (_, names) = assert_job_shape(rel, "apply", &stage);
     assert_eq!(
         names,
         [
@@ -301,21 +301,18 @@ fn example_jobs_have_the_operator_job_shapes() {
     }
 
     let rel = "examples/kubernetes/interrupt-job.yaml";
-    let interrupt = assert_job_shape(rel, "interrupt");
-    for line in [
+    let interrupt = [
         "nodewright.nvidia.com/interrupt: \"True\"\n",
         // Restarted in place, across a reboot; one deadline over the whole Job.
         "restartPolicy: OnFailure\n",
         "backoffLimit: 2147483647\n",
         "activeDeadlineSeconds: 3600\ntemplate:\n",
-    ] {
-        assert!(interrupt.contains(line), "{rel} lacks {line:?}");
-    }
+    ];
+    let (text, names) = assert_job_shape(rel, "interrupt", &interrupt);
     assert!(
-        !interrupt.contains("podFailurePolicy"),
+        !text.contains("podFailurePolicy"),
         "the API forbids it with OnFailure"
     );
-    let names: Vec<String> = containers(rel).into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["interrupt", "done"], "no copy container");
 }
 
