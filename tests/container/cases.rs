@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::job_cases;
 use crate::pod::{self, INTERRUPT_FLAGS, INTERRUPT_LIMITS, Image, Pod, RESOURCE_ID};
 use crate::util::{
-    COPY_DIR, FakeHost, HISTORY, PKG_FLAGS, PKG_LOGS, Package, Run, START, Step, interrupt_data,
+    COPY_DIR, FakeHost, HISTORY, PKG_FLAGS, PKG_LOGS, Package, START, Step, interrupt_data,
 };
 
 /// A case: its name and its body.

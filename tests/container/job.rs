@@ -35,6 +35,8 @@ const COPY_COMMAND: &str =
 /// the `done` container).
 const PACKAGE_APPLETS: &[&str] = &["sh", "mkdir", "cp"];
 
+static PACKAGE_IMAGES: AtomicUsize = AtomicUsize::new(0);
+
 /// A package image: a static busybox (`/bin/sh`, `mkdir`, `cp`) and `package` under
 /// `/skyhook-package`, imported from a tar (no build, no base image). Removed on drop.
 pub fn package_image(package: &Package, host: &FakeHost) -> Image {
@@ -56,11 +58,10 @@ pub fn package_image(package: &Package, host: &FakeHost) -> Image {
         .status()
         .expect("run tar");
     assert!(status.success(), "tar of the package image failed");
-    static IMAGES: AtomicUsize = AtomicUsize::new(0);
     let tag = format!(
         "localhost/agent-container-suite-package:{}-{}",
         std::process::id(),
-        IMAGES.fetch_add(1, Ordering::Relaxed)
+        PACKAGE_IMAGES.fetch_add(1, Ordering::Relaxed)
     );
     pod::podman_ok(&["import", "--quiet", tar.to_str().unwrap(), &tag]);
     Image {
@@ -227,7 +228,7 @@ impl<'a> StageJob<'a> {
 
 /// The interrupt pod's `done` container, and a stage pod's: the package image's
 /// `sh -c "exit 0"`.
-pub fn done_container<'a>(package: &'a Image) -> Pod<'a> {
+pub fn done_container(package: &Image) -> Pod<'_> {
     Pod::bare(package).args(&["/bin/sh", "-c", "exit 0"])
 }
 
