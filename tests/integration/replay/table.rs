@@ -180,8 +180,11 @@ pub static SANCTIONED: &[Sanction] = &[
         agent: "keeps `node_restart_0.pending` (`boot-id:<id>`) and an attempts count until a \
                 run sees another boot ID: a `reboot` that returns without the host going down \
                 fails after 10 s and runs again next time; the agent's own SIGTERM during the \
-                reboot means shutdown (exit 0, message); a failed reboot leaves the pending \
-                marker, so the next run under the same boot ID runs it again",
+                reboot means shutdown: it says so and waits for the host to go down, exiting 1 \
+                if it is still up after the stop grace, never 0 (the operator's interrupt Job \
+                completes on the restart that sees the new boot ID, docs/interrupts.md); a \
+                failed reboot leaves the pending marker, so the next run under the same boot \
+                ID runs it again",
         basis: "SPEC §9.4, §9.6",
         scope: &[
             "17-interrupt-node-restart",
