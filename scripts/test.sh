@@ -8,7 +8,9 @@
 #      apt-get available, it installs what is missing; otherwise it stops at once, naming it.
 #      cargo-deny and cargo-cyclonedx (the SBOM of the image), at the versions below, with
 #      `cargo install --locked` when missing. Then `cargo fetch --locked`: every crate the lock
-#      file names, for every platform.
+#      file names, for every platform; and kubernetes-validate (PyPI, pinned) in a venv under the
+#      target directory, for the container suite's check of examples/kubernetes
+#      (KUBERNETES_VALIDATE names it).
 #   2. the dependency policy (deny.toml: licenses, duplicate versions, crates.io only; offline,
 #      so not advisories), cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings, a
 #      build of every binary (the plugin tests run the distributor binary of
@@ -45,6 +47,8 @@ missing_packages() {
     elif ! [ -f "$(gcc -print-file-name=libc.a)" ]; then
         need+=(libc6-dev)
     fi
+    # python3 -m venv needs ensurepip (Debian's python3-venv).
+    python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
     command -v podman >/dev/null || need+=(podman)
     command -v runc >/dev/null || need+=(runc)
     command -v unshare >/dev/null || need+=(util-linux)
@@ -101,6 +105,21 @@ done
 # Every crate of the lock file, for every platform: builds take what they need, but a check that
 # the lock file is current (`cargo metadata --locked --offline`) reads them all.
 cargo fetch --locked --quiet
+
+# kubernetes-validate for the container suite (examples/kubernetes --strict), unless given.
+if [ -z "${KUBERNETES_VALIDATE:-}" ]; then
+    kv_version=1.37.0
+    kv_venv=${CARGO_TARGET_DIR:-target}/tools/kubernetes-validate-$kv_version
+    case $kv_venv in /*) ;; *) kv_venv=$PWD/$kv_venv ;; esac
+    if ! [ -x "$kv_venv/bin/kubernetes-validate" ]; then
+        say "installing kubernetes-validate $kv_version into $kv_venv"
+        rm -rf "$kv_venv"
+        python3 -m venv "$kv_venv"
+        "$kv_venv/bin/pip" install --quiet --disable-pip-version-check \
+            "kubernetes-validate==$kv_version"
+    fi
+    export KUBERNETES_VALIDATE=$kv_venv/bin/kubernetes-validate
+fi
 
 # Not root: run the test binaries as root of a user namespace, or stop saying why not.
 runner_env=()

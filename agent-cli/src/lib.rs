@@ -462,6 +462,7 @@ async fn run_interrupt(
         );
     }
     let output = exec.output.clone();
+    let cancel = exec.cancel.clone();
     // SPEC §11: one run of an interrupt resource at a time on this host.
     let lock = locks::acquire(
         &fs,
@@ -511,11 +512,21 @@ async fn run_interrupt(
     match result? {
         InterruptOutcome::Completed => Ok(()),
         InterruptOutcome::ShutdownInProgress => {
-            // SPEC §9.4: the shutdown we asked for is not a failure of the operator's stage.
-            output.print(
-                "shutdown in progress; the reboot will be confirmed by boot ID on the next run\n",
-            );
-            Ok(())
+            // SPEC §9.4: never exit 0 before the host goes down, or the operator's interrupt Job
+            // completes before the reboot; the restart that sees a new boot ID completes it.
+            let stopped = interrupts::wait_for_host_shutdown(
+                &cancel,
+                interrupts::REBOOT_WAIT,
+                rt.stop_grace,
+                || {
+                    output.print(
+                        "shutdown in progress; the reboot will be confirmed by boot ID on the next \
+                         run\n",
+                    );
+                },
+            )
+            .await;
+            Err(stopped).with_context(|| format!("interrupt {type_name}"))
         }
     }
 }

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::job_cases;
 use crate::pod::{self, INTERRUPT_FLAGS, INTERRUPT_LIMITS, Image, Pod, RESOURCE_ID};
 use crate::util::{
-    BOOT_ID, BOOT_ID_FILE, COPY_DIR, FakeHost, HISTORY, PKG_FLAGS, PKG_LOGS, Package, Run, START,
-    Step, interrupt_data,
+    COPY_DIR, FakeHost, HISTORY, PKG_FLAGS, PKG_LOGS, Package, START, Step, interrupt_data,
 };
 
 /// A case: its name and its body.
@@ -31,16 +31,37 @@ pub const ALL: &[Case] = &[
     ("e2e_interrupt_no_op", e2e_interrupt_no_op),
     ("interrupt_service_restart", interrupt_service_restart),
     (
-        "interrupt_node_restart_completes_after_the_boot_id_changes",
-        interrupt_node_restart,
-    ),
-    (
         "interrupt_pod_memory_limit_holds",
         interrupt_pod_memory_limit_holds,
     ),
     (
         "pod_deletion_during_a_long_step_finishes_it_and_starts_no_other",
         pod_deletion_during_a_long_step,
+    ),
+    // The operator's Jobs (job_cases.rs).
+    (
+        "job_stage_retry_is_a_new_pod_that_copies_again_and_resumes",
+        job_cases::stage_job_retry_is_a_new_pod_that_copies_again,
+    ),
+    (
+        "job_stage_deadline_kills_the_container_after_the_grace",
+        job_cases::stage_deadline_kills_the_container_after_the_grace,
+    ),
+    (
+        "job_stage_whole_container_kill_is_resumed_by_the_next_attempt",
+        job_cases::stage_whole_container_kill_is_resumed_by_the_next_attempt,
+    ),
+    (
+        "job_configmap_keys_are_read_only_files_over_the_package_image",
+        job_cases::configmap_keys_are_read_only_files_over_the_package_image,
+    ),
+    (
+        "job_interrupt_reboot_completes_the_job_only_after_the_new_boot",
+        job_cases::interrupt_reboot_completes_the_job_only_after_the_new_boot,
+    ),
+    (
+        "job_examples_pass_kubernetes_validate_strict",
+        job_cases::examples_pass_kubernetes_validate_strict,
     ),
     // Last: a second release build from nothing, the slowest case.
     (
@@ -53,7 +74,7 @@ pub const ALL: &[Case] = &[
 const EXTRA_APPLETS: &[&str] = &["cmp", "mktemp", "uname", "od", "expr"];
 
 /// A fake host root for a pod: the integration tests' busybox root plus a few applets.
-fn host() -> FakeHost {
+pub fn host() -> FakeHost {
     let host = FakeHost::new();
     for applet in EXTRA_APPLETS {
         let link = host.path(&format!("bin/{applet}"));
@@ -62,11 +83,6 @@ fn host() -> FakeHost {
         }
     }
     host
-}
-
-/// Everything the container wrote on both of its streams.
-fn output(run: &Run) -> String {
-    format!("{}{}", run.out(), run.err())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -579,54 +595,6 @@ fn interrupt_service_restart(image: &Image) {
         "Skipping interrupt service_restart_2 because it was already run for {RESOURCE_ID}"
     ));
     assert_eq!(host.calls(), calls);
-}
-
-/// node_restart: the fake `reboot` SIGTERMs its parent (the agent, as a host shutting down
-/// would); the agent keeps the pending marker and exits 0. After the boot ID changes, the next
-/// pod promotes the marker to complete without rebooting again.
-fn interrupt_node_restart(image: &Image) {
-    let host = host();
-    host.install(&Package::simple());
-    host.set_fake_tool(
-        "reboot",
-        "echo \"fake reboot: shutting down\"\nkill -TERM $PPID\nsleep 5",
-    );
-    let data = interrupt_data(r#"{"type":"node_restart"}"#);
-    let run = interrupt_pod(image, &host, &data).run();
-    run.assert_success();
-    run.assert_stdout_contains("fake reboot: shutting down");
-    run.assert_stdout_contains("shutdown in progress");
-    assert_eq!(host.calls(), ["reboot"]);
-    // The pending marker, and the attempts count of the reboot loop guard (SPEC §9.6).
-    assert_eq!(
-        host.list(INTERRUPT_FLAGS),
-        ["node_restart_0.attempts", "node_restart_0.pending"]
-    );
-    assert_eq!(
-        host.read_string(&format!("{INTERRUPT_FLAGS}/node_restart_0.pending"))
-            .trim(),
-        format!("boot-id:{BOOT_ID}")
-    );
-    // Same boot: the host never went down, so this pod would reboot again; a new boot ID means
-    // the reboot happened.
-    assert_eq!(host.read_string(BOOT_ID_FILE).trim(), BOOT_ID);
-    host.set_boot_id("99999999-8888-4777-8666-555555555555");
-    let run = interrupt_pod(image, &host, &data).run();
-    run.assert_success();
-    assert!(
-        output(&run).contains("skipping completed interrupt after host reboot"),
-        "{run:?}"
-    );
-    assert_eq!(host.calls(), ["reboot"], "no second reboot");
-    let flags = host.list(INTERRUPT_FLAGS);
-    assert!(
-        flags.contains(&"node_restart_0.complete".to_owned()),
-        "{flags:?}"
-    );
-    assert!(
-        !flags.contains(&"node_restart_0.pending".to_owned()),
-        "{flags:?}"
-    );
 }
 
 /// The interrupt pod's 64 MiB limit holds: the agent works inside it (the other interrupt cases

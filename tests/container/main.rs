@@ -35,6 +35,8 @@ use std::time::Instant;
 mod util;
 
 mod cases;
+mod job;
+mod job_cases;
 mod pod;
 
 fn main() -> ExitCode {

@@ -98,9 +98,14 @@ fn assert_operator_contract(c: &Container, text: &str) {
     assert!(c.text.contains("privileged: true"), "{c:?}");
     assert!(c.text.contains("mountPath: /root"), "{c:?}");
     assert!(
-        text.contains("hostPath:\n        path: /\n"),
+        trimmed(text).contains("hostPath:\npath: /\n"),
         "host / is mounted"
     );
+}
+
+/// `text` with every line trimmed: the checks below do not depend on indentation.
+fn trimmed(text: &str) -> String {
+    text.lines().flat_map(|l| [l.trim(), "\n"]).collect()
 }
 
 /// Install the example package where the operator's init container would put it.
@@ -140,9 +145,9 @@ fn run_container(host: &FakeHost, c: &Container) -> crate::util::Run {
 }
 
 #[test]
-fn example_stage_pod_matches_the_operator_contract_and_runs() {
-    let text = read("examples/kubernetes/stage-pod.yaml");
-    let all = containers("examples/kubernetes/stage-pod.yaml");
+fn example_stage_job_matches_the_operator_contract_and_runs() {
+    let text = read("examples/kubernetes/stage-job.yaml");
+    let all = containers("examples/kubernetes/stage-job.yaml");
     let agents: Vec<&Container> = all.iter().filter(|c| c.image == "AGENT_IMAGE").collect();
     assert_eq!(agents.len(), 2, "{all:?}");
     assert_eq!(agents[0].args[0], "apply");
@@ -177,19 +182,19 @@ fn example_stage_pod_matches_the_operator_contract_and_runs() {
 }
 
 #[test]
-fn example_interrupt_pod_matches_the_operator_contract_and_runs() {
-    let text = read("examples/kubernetes/interrupt-pod.yaml");
-    let all = containers("examples/kubernetes/interrupt-pod.yaml");
+fn example_interrupt_job_matches_the_operator_contract_and_runs() {
+    let text = read("examples/kubernetes/interrupt-job.yaml");
+    let all = containers("examples/kubernetes/interrupt-job.yaml");
     let agents: Vec<&Container> = all.iter().filter(|c| c.image == "AGENT_IMAGE").collect();
     assert_eq!(agents.len(), 1, "{all:?}");
     let c = agents[0];
     assert_eq!(c.args[0], "interrupt");
     assert_eq!(c.args.len(), 4);
     assert_operator_contract(c, &text);
-    // SPEC §13: interrupt pods are limited to 500m CPU and 64 MiB.
+    // SPEC §13: interrupt containers are limited to 500m CPU and 256Mi (the newest builder).
     assert!(
         c.text
-            .contains("limits:\ncpu: 500m\nmemory: 64Mi\nrequests:\ncpu: 500m\nmemory: 64Mi\n"),
+            .contains("limits:\ncpu: 500m\nmemory: 256Mi\nrequests:\ncpu: 500m\nmemory: 256Mi\n"),
         "{c:?}"
     );
     assert!(
@@ -227,6 +232,88 @@ fn example_interrupt_pod_matches_the_operator_contract_and_runs() {
         "{run:?}"
     );
     before.assert_unchanged(&host.snapshot(), "status");
+}
+
+/// What every Job of the operator carries (docs/deploy.md, "What the operator runs"), and the
+/// `lines` of this one. Returns the Job's text (lines trimmed) and its containers' names.
+#[track_caller]
+fn assert_job_shape(rel: &str, stage: &str, lines: &[&str]) -> (String, Vec<String>) {
+    let text = trimmed(&read(rel));
+    let common = [
+        "apiVersion: batch/v1\nkind: Job\n",
+        "nodewright.nvidia.com/name: demo\n",
+        "nodewright.nvidia.com/package: gpu-node-tuning-1.1.0\n",
+        &format!("nodewright.nvidia.com/stage: {stage}\n"),
+        "nodewright.nvidia.com/node: NODE_NAME\n",
+        "nodewright.nvidia.com/generation: \"1\"\n",
+        "nodewright.nvidia.com/resource-id: demo-6f1c2a9e-3b4d-4e8f-9a0b-1c2d3e4f5a6b-1_gpu-node-tuning_1.1.0\n",
+        "parallelism: 1\ncompletions: 1\n",
+        "podReplacementPolicy: Failed\n",
+        "nodeName: NODE_NAME\n",
+        "hostPID: true\nhostNetwork: true\n",
+        "- key: node.kubernetes.io/unschedulable\noperator: Exists\n",
+        "- key: nodewright.nvidia.com\noperator: Equal\nvalue: runtime-required\neffect: NoSchedule\n",
+        "- key: node.kubernetes.io/not-ready\noperator: Exists\neffect: NoExecute\n",
+        "- key: node.kubernetes.io/unreachable\noperator: Exists\neffect: NoExecute\n",
+        // `done` replaces the pause container: the package image, exiting 0 at once.
+        "- name: done\nimage: PACKAGE_IMAGE\ncommand: [\"/bin/sh\", \"-c\", \"exit 0\"]\n",
+    ];
+    for line in common.iter().chain(lines) {
+        assert!(text.contains(line), "{rel} lacks {line:?}");
+    }
+    let names = containers(rel).into_iter().map(|c| c.name).collect();
+    (text, names)
+}
+
+#[test]
+fn example_jobs_have_the_operator_job_shapes() {
+    let rel = "examples/kubernetes/stage-job.yaml";
+    let stage = [
+        // Each attempt a new pod; at most 4; disruptions not counted.
+        "restartPolicy: Never\n",
+        "backoffLimit: 3\n",
+        "- action: Ignore\nonPodConditions:\n- type: DisruptionTarget\n",
+        // The deadline per attempt, then the grace.
+        "activeDeadlineSeconds: 3600\n",
+        "terminationGracePeriodSeconds: 30\n",
+        // ConfigMap keys as read-only files over the image's configmaps/.
+        "- name: gpu-node-tuning\nmountPath: /skyhook-package/configmaps/node-tuning.conf\n\
+         subPath: node-tuning.conf\nreadOnly: true\n",
+        "configMap:\nname: demo-gpu-node-tuning-1.1.0\n",
+    ];
+    let (_, names) = assert_job_shape(rel, "apply", &stage);
+    assert_eq!(
+        names,
+        [
+            "gpu-node-tuning-init",
+            "gpu-node-tuning-apply",
+            "gpu-node-tuning-applycheck",
+            "done"
+        ],
+        "the copy, the stage, its check, then done"
+    );
+    for c in containers(rel).iter().filter(|c| c.image == "AGENT_IMAGE") {
+        // The chart's LimitRange: the agent and its steps share 512Mi.
+        assert!(
+            c.text.contains("limits:\ncpu: 500m\nmemory: 512Mi\n"),
+            "{c:?}"
+        );
+    }
+
+    let rel = "examples/kubernetes/interrupt-job.yaml";
+    let interrupt = [
+        "nodewright.nvidia.com/interrupt: \"True\"\n",
+        // Restarted in place, across a reboot; one deadline over the whole Job.
+        "restartPolicy: OnFailure\n",
+        "backoffLimit: 2147483647\n",
+        "activeDeadlineSeconds: 3600\ntemplate:\n",
+    ];
+    let (text, names) = assert_job_shape(rel, "interrupt", &interrupt);
+    assert!(
+        !text.contains("podFailurePolicy"),
+        "the API forbids it with OnFailure"
+    );
+    assert_eq!(names, ["interrupt", "done"], "no copy container");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ use ::interrupts as _;
 
 use crate::util::{
     BOOT_ID, BOOT_ID_FILE, Banner, COPY_DIR, FLAGS, FakeHost, HISTORY, INTERRUPT_FLAGS,
-    INTERRUPT_LOGS, NODE_RESTART, PKG_DIR, REBOOT_SHUTS_DOWN, Run, START, STATE, STOPPED,
-    assert_recent, b64, eventually, interrupt_data, interrupt_marker, parse_log_name,
-    parse_rfc3339_nano_utc, signal_pid,
+    INTERRUPT_LOGS, NODE_RESTART, PKG_DIR, REBOOT_SHUTS_DOWN, Run,
+    SHUTDOWN_IN_PROGRESS as SHUTDOWN, START, STATE, STOPPED, assert_recent, b64, eventually,
+    interrupt_data, interrupt_marker, parse_log_name, parse_rfc3339_nano_utc, signal_pid,
 };
 
 const RID: &str = "abc_pkg_1.0.0";
@@ -25,8 +25,6 @@ const TWO_SERVICES: &str = r#"{"type":"service_restart","services":["containerd"
 const MALFORMED: &str = r#"serialized interrupt must be base64-encoded JSON with a "type" field: "#;
 const KNOWN_TYPES: &str =
     "no_op, node_restart, restart_all_services, script_interrupt, service_restart";
-const SHUTDOWN: &str =
-    "shutdown in progress; the reboot will be confirmed by boot ID on the next run";
 const RESULTS: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/interrupt.json";
 
 /// A fake `systemctl` that also prints what it was asked to do.
@@ -73,6 +71,16 @@ fn assert_timestamp_marker(host: &FakeHost, name: &str) {
     assert_recent(t, name);
 }
 
+/// A run that reboots ends with the host going down (SPEC §9.4); every other kind exits 0.
+#[track_caller]
+fn assert_ended_as_its_kind_ends(run: &Run, calls: &[&str]) {
+    if calls == ["reboot"] {
+        run.assert_killed_by_the_shutdown();
+    } else {
+        run.assert_success();
+    }
+}
+
 /// Wait for the hanging fake reboot to publish its pid.
 fn reboot_pid(host: &FakeHost) -> u32 {
     host.wait_for(REBOOT_PID, Duration::from_secs(20));
@@ -109,7 +117,7 @@ fn operator_payloads_decode_and_run() {
         let host = FakeHost::with_package_dir();
         host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
         let run = interrupt(&host, json);
-        run.assert_success();
+        assert_ended_as_its_kind_ends(&run, calls);
         run.after_banner(&banner(&host, &interrupt_data(json)));
         assert_eq!(host.calls(), calls, "{json}\n{run:?}");
     }
@@ -139,7 +147,7 @@ fn python_agent_spaced_payloads_decode_and_run() {
         let host = FakeHost::with_package_dir();
         host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
         let run = host.interrupt(data).run();
-        run.assert_success();
+        assert_ended_as_its_kind_ends(&run, calls);
         run.after_banner(&banner(&host, data));
         assert_eq!(host.calls(), calls, "{data}\n{run:?}");
     }
@@ -434,12 +442,13 @@ fn commands_run_chrooted_into_root_with_cwd_copy_dir() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn reboot_killed_by_sigterm_is_the_shutdown_and_stays_pending() {
+fn a_reboot_that_takes_the_host_down_keeps_the_agent_until_it_is_killed() {
     require_root!();
     let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     let run = interrupt(&host, NODE_RESTART);
-    run.assert_success();
+    // Never exit 0 before the host is down: the operator's interrupt Job would complete.
+    run.assert_killed_by_the_shutdown();
     assert!(
         after_banner(&host, &run, NODE_RESTART).starts_with("reboot\n"),
         "the command is echoed before it runs\n{run:?}"
@@ -453,11 +462,20 @@ fn reboot_killed_by_sigterm_is_the_shutdown_and_stays_pending() {
 }
 
 #[test]
-fn reboot_exiting_zero_without_a_shutdown_fails_after_ten_seconds() {
+fn a_reboot_killed_by_sigterm_while_the_agent_is_not_signalled_fails_after_ten_seconds() {
     require_root!();
     let host = FakeHost::with_package_dir();
-    // The default fake reboot exits 0 and nothing stops the agent.
+    // The command dies as a shutdown kills it, but no shutdown reaches the agent.
+    host.set_fake_tool("reboot", "kill -TERM $$\nsleep 5");
     let run = interrupt(&host, NODE_RESTART);
+    assert_host_stayed_up(&host, &run);
+    assert!(!run.out().contains(SHUTDOWN), "{run:?}");
+}
+
+/// The run failed after waiting 10 s for a shutdown that never came, keeping the pending
+/// marker for the next run.
+#[track_caller]
+fn assert_host_stayed_up(host: &FakeHost, run: &Run) {
     run.assert_code(1);
     run.assert_stderr_contains("reboot was enqueued but the host did not restart within 10s");
     assert!(
@@ -472,6 +490,15 @@ fn reboot_exiting_zero_without_a_shutdown_fails_after_ten_seconds() {
         "the pending marker is kept for the next run"
     );
     assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
+}
+
+#[test]
+fn reboot_exiting_zero_without_a_shutdown_fails_after_ten_seconds() {
+    require_root!();
+    let host = FakeHost::with_package_dir();
+    // The default fake reboot exits 0 and nothing stops the agent.
+    let run = interrupt(&host, NODE_RESTART);
+    assert_host_stayed_up(&host, &run);
 }
 
 #[test]
@@ -491,15 +518,23 @@ fn sigterm_to_the_agent_during_reboot_is_the_shutdown_it_asked_for() {
     require_root!();
     let host = FakeHost::with_package_dir();
     host.set_fake_tool("reboot", REBOOT_HANGS);
-    let agent = host
+    let mut agent = host
         .interrupt(&interrupt_data(NODE_RESTART))
-        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "5")
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "30")
         .spawn();
     let pid = reboot_pid(&host);
     agent.signal("TERM");
+    // The shutdown's signal: the agent stops the command, then waits for the host to go down.
+    assert!(
+        !agent.exited_before(std::time::Instant::now() + Duration::from_secs(2)),
+        "the agent exited before the host went down"
+    );
+    // A second signal (a person insisting) ends the wait: exit 1, never 0.
+    agent.signal("TERM");
     let run = agent.wait();
     signal_pid(pid, "KILL");
-    run.assert_success();
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
     run.assert_stdout_contains(&format!("{SHUTDOWN}\n"));
     assert_eq!(
         host.read_string(&interrupt_marker("node_restart_0.pending")),
@@ -512,10 +547,17 @@ fn sigterm_to_the_agent_during_reboot_is_the_shutdown_it_asked_for() {
 fn reboot_that_terminates_the_agent_is_the_shutdown() {
     require_root!();
     let host = FakeHost::with_package_dir();
-    // Transcript 18's fake reboot: SIGTERM to its parent, as a shutdown would.
+    // Transcript 18's fake reboot: SIGTERM to its parent, as a shutdown would. The host then
+    // stays up: after the stop grace the agent gives up waiting, with exit 1, never 0.
     host.set_fake_tool("reboot", "kill -TERM $PPID\nsleep 5");
-    let run = interrupt(&host, NODE_RESTART);
-    run.assert_success();
+    let run = host
+        .interrupt(&interrupt_data(NODE_RESTART))
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "2")
+        .run();
+    run.assert_code(1);
+    run.assert_stderr_contains(STOPPED);
+    run.assert_stderr_line_contains(&["WARN", "the host did not go down"]);
+    assert!(run.elapsed >= Duration::from_secs(2), "{:?}", run.elapsed);
     run.assert_stdout_contains(&format!("{SHUTDOWN}\n"));
     assert_eq!(host.calls(), ["reboot"]);
     assert_eq!(
@@ -530,21 +572,21 @@ fn sigterm_to_the_agent_while_it_waits_for_the_shutdown_is_the_shutdown() {
     require_root!();
     let host = FakeHost::with_package_dir();
     // The default fake reboot exits 0: the agent then waits for the shutdown to stop it.
-    let agent = host.interrupt(&interrupt_data(NODE_RESTART)).spawn();
+    let mut agent = host.interrupt(&interrupt_data(NODE_RESTART)).spawn();
     assert!(
         eventually(Duration::from_secs(20), || host.calls() == ["reboot"]),
         "reboot did not run"
     );
     std::thread::sleep(Duration::from_millis(300));
     agent.signal("TERM");
-    let run = agent.wait();
-    run.assert_success();
-    run.assert_stdout_contains(&format!("{SHUTDOWN}\n"));
+    // The shutdown reached it: it waits for the host to go down, past the 10 s wait too.
     assert!(
-        run.elapsed < Duration::from_secs(9),
-        "stopped by the signal, not the 10 s wait ({:?})",
-        run.elapsed
+        !agent.exited_before(std::time::Instant::now() + Duration::from_secs(11)),
+        "the agent exited before the host went down"
     );
+    agent.signal("KILL");
+    let run = agent.wait();
+    run.assert_killed_by_the_shutdown();
     assert!(host.is_file(&interrupt_marker("node_restart_0.pending")));
     assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
 }
@@ -574,7 +616,7 @@ fn reboot_survives_kill_9_and_completes_once_the_boot_id_changes() {
 
     // Same boot: the host never restarted, so the reboot is requested again.
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
-    interrupt(&host, NODE_RESTART).assert_success();
+    interrupt(&host, NODE_RESTART).assert_killed_by_the_shutdown();
     assert_eq!(host.calls(), ["reboot", "reboot"]);
     assert!(host.is_file(&interrupt_marker("node_restart_0.pending")));
     assert!(!host.exists(&interrupt_marker("node_restart_0.complete")));
@@ -613,7 +655,7 @@ fn reboot_loop_guard_stops_after_max_attempts_under_one_boot_id() {
             .interrupt(&data)
             .env("SKYHOOK_REBOOT_MAX_ATTEMPTS", "2")
             .run();
-        run.assert_success();
+        run.assert_killed_by_the_shutdown();
         assert_eq!(host.calls().len(), attempt, "{run:?}");
     }
     let run = host
@@ -665,7 +707,7 @@ fn malformed_pending_marker_is_replaced_and_reboot_runs() {
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     host.write(&interrupt_marker("node_restart_0.pending"), "garbage");
     let run = interrupt(&host, NODE_RESTART);
-    run.assert_success();
+    run.assert_killed_by_the_shutdown();
     run.assert_stderr_contains("malformed pending marker");
     assert_eq!(host.calls(), ["reboot"]);
     assert_eq!(

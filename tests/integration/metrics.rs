@@ -6,7 +6,9 @@
 
 use prometheus_parse::{Scrape, Value};
 
-use crate::util::{COPY_DIR, FakeHost, PKG_DIR, Package, Run, STATE, Step, interrupt_data};
+use crate::util::{
+    COPY_DIR, FakeHost, PKG_DIR, Package, REBOOT_SHUTS_DOWN, Run, STATE, Step, interrupt_data,
+};
 
 const PROM: &str = "var/lib/skyhook/sk1/metrics/pkg.prom";
 const TEXTFILE_DIR: &str = "/var/lib/node_exporter/textfile";
@@ -351,14 +353,11 @@ fn an_interrupt_with_a_reboot_counts_the_reboot_and_the_completion_after_it() {
     require_root!();
     let host = FakeHost::new();
     host.mkdir(PKG_DIR);
-    // A fake `reboot` killed by the shutdown it starts.
-    host.set_fake_tool(
-        "reboot",
-        "echo \"fake reboot: shutting down\"\nkill -TERM $$\nsleep 5",
-    );
+    // A fake `reboot` killed by the shutdown it starts, which then takes the host down.
+    host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     let data = interrupt_data(r#"{"type":"node_restart"}"#);
     let run = host.interrupt(&data).run();
-    run.assert_success();
+    run.assert_killed_by_the_shutdown();
     run.assert_stderr_line_contains(&["operation finished", "command=reboot", "stdout_bytes=27"]);
     let s = metrics(&host);
     assert!(is_counter(

@@ -482,7 +482,7 @@ fn assert_no_attempt_spent_before_reboot_starts(host: &FakeHost, cause: &str) {
     }
     host.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
     let run = host.interrupt(&data).run();
-    run.assert_success();
+    run.assert_killed_by_the_shutdown();
     assert_eq!(host.calls(), ["reboot"], "{run:?}");
     assert_eq!(
         host.read_string(&format!("{INTERRUPT_FLAGS}/node_restart_0.attempts")),

@@ -1,10 +1,13 @@
 //! The after-reboot completion protocol of a real run (SPEC §9.4) and its loop guard (§9.6):
 //! the boot ID, the pending marker and the attempts counter, acted on as
-//! [`decide::after_reboot`] decides.
+//! [`decide::after_reboot`] decides; and how the agent's process ends once the reboot is under
+//! way ([`wait_for_host_shutdown`]).
+
+use std::time::Duration;
 
 use tracing::{info, warn};
 
-use crate::exec::{self, ExecError, Termination};
+use crate::exec::{self, Cancellation, ExecError, Termination};
 use crate::host::errors::Chain;
 use crate::host::errors::state_err;
 use crate::host::runtime::format_seconds;
@@ -156,4 +159,51 @@ fn was_spawned(result: &Result<exec::Outcome, InterruptError>) -> bool {
         ),
         Err(_) => false,
     }
+}
+
+/// SPEC §9.4: how the agent's process ends after a run whose after-reboot operation saw the
+/// shutdown it asked for ([`InterruptOutcome::ShutdownInProgress`]). It never ends it with
+/// success: the operator's interrupt Job completes as soon as this container exits 0, and must
+/// complete only on the restart that finds a new boot ID (docs/interrupts.md, "The reboot's exit
+/// code").
+///
+/// - If no termination signal has reached the agent yet (the command was killed by SIGTERM or
+///   exited 0, but the shutdown has not reached this process), it waits up to `wait` for one;
+///   none means the host is not going down: [`InterruptError::RebootNotObserved`].
+/// - Once the shutdown's signal is there, `on_shutdown` runs (the caller says so on stdout) and
+///   the agent waits for the host to go down and kill it. A second termination signal, or the
+///   host still up after `grace`, ends the wait: [`InterruptError::Stopped`], with the pending
+///   marker kept, so the next run under the same boot ID requests the reboot again.
+///
+/// [`InterruptOutcome::ShutdownInProgress`]: crate::interrupt::runner::InterruptOutcome::ShutdownInProgress
+pub async fn wait_for_host_shutdown(
+    cancel: &Cancellation,
+    wait: Duration,
+    grace: Duration,
+    on_shutdown: impl FnOnce(),
+) -> InterruptError {
+    if !cancel.is_stopping() {
+        tokio::select! {
+            () = cancel.stop.cancelled() => {}
+            () = tokio::time::sleep(wait) => return InterruptError::RebootNotObserved,
+        }
+    }
+    on_shutdown();
+    info!(
+        grace = %format!("{}s", format_seconds(Some(grace))),
+        "waiting for the host to go down; a second termination signal stops the agent"
+    );
+    tokio::select! {
+        () = cancel.force.cancelled() => {
+            warn!("stopped while waiting for the host to go down; the pending marker stays");
+        }
+        () = tokio::time::sleep(grace) => {
+            warn!(
+                grace = %format!("{}s", format_seconds(Some(grace))),
+                "the host did not go down after the termination signal; the pending marker stays \
+                 and the next run under this boot ID requests the reboot again"
+            );
+        }
+    }
+    InterruptError::Stopped
 }

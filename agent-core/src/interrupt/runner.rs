@@ -14,6 +14,7 @@ use crate::host::errors::state_err;
 use crate::host::fs::{HostFs, MARKER_BOUND};
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, Start};
+pub use crate::interrupt::reboot::wait_for_host_shutdown;
 pub use crate::plugin::contract::REBOOT_WAIT;
 use crate::plugin::contract::{
     Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations,

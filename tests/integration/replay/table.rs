@@ -297,8 +297,11 @@ pub static SANCTIONED: &[Sanction] = &[
         agent: "keeps `node_restart_0.pending` (`boot-id:<id>`) and an attempts count until a \
                 run sees another boot ID: a `reboot` that returns without the host going down \
                 fails after 10 s and runs again next time; the agent's own SIGTERM during the \
-                reboot means shutdown (exit 0, message); a failed reboot leaves the pending \
-                marker, so the next run under the same boot ID runs it again",
+                reboot means shutdown: it says so and waits for the host to go down, exiting 1 \
+                if it is still up after the stop grace, never 0 (the operator's interrupt Job \
+                completes on the restart that sees the new boot ID, docs/interrupts.md); a \
+                failed reboot leaves the pending marker, so the next run under the same boot \
+                ID runs it again",
         basis: "SPEC §9.4, §9.6",
         scope: &[
             "17-interrupt-node-restart",
@@ -935,9 +938,10 @@ fn reboot_by_boot_id(e: &mut Expected, _: &[StepInfo]) {
             }
         }
         "18-interrupt-node-restart-sigterm" => {
-            // The shutdown's SIGTERM reaches the agent while reboot runs.
+            // The shutdown's SIGTERM reaches the agent while reboot runs: it says so and waits
+            // for the host to go down; the host stays up, so after the stop grace it exits 1,
+            // as the legacy agent did (never 0: the operator's Job would complete).
             let inv = e.invocation(1);
-            inv.exit = 0;
             inv.stdout.push_str(
                 "shutdown in progress; the reboot will be confirmed by boot ID on the next run\n",
             );

@@ -331,6 +331,19 @@ impl Run {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
 
+    /// Assert that the host's shutdown ended the agent (SPEC §9.4): it said so on stdout and
+    /// waited, never exiting by itself, until the SIGKILL of the host going down.
+    #[track_caller]
+    pub fn assert_killed_by_the_shutdown(&self) -> &Self {
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(
+            self.status.signal(),
+            Some(9),
+            "the agent should wait for the host to go down (SIGKILL)\n{self:?}"
+        );
+        self.assert_stdout_contains(&format!("{}\n", super::SHUTDOWN_IN_PROGRESS))
+    }
+
     /// Assert the exit code.
     #[track_caller]
     pub fn assert_code(&self, code: i32) -> &Self {

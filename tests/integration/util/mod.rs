@@ -137,8 +137,29 @@ pub const HOST_TAG_VAR: &str = "AGENT_IT_FAKE_ROOT";
 pub const ALL_CHECKED: &str = "var/lib/skyhook/sk1/flags/apply-check_ALL_CHECKED";
 /// INTERRUPT_DATA JSON of a `node_restart`.
 pub const NODE_RESTART: &str = r#"{"type":"node_restart"}"#;
-/// A fake `reboot` killed by the shutdown it started (SIGTERM to itself).
-pub const REBOOT_SHUTS_DOWN: &str = "echo \"fake reboot: shutting down\"\nkill -TERM $$\nsleep 5";
+/// The host going down, as a fake `reboot` (run by the agent) plays it: SIGTERM to the agent
+/// and to itself, as a shutdown sends it to every process, then, from a session of its own that
+/// the agent does not stop (armed before the SIGTERM), SIGKILL of the agent 2 s later, as the
+/// end of a shutdown does.
+macro_rules! host_goes_down {
+    () => {
+        "agent=$PPID\n\
+         rm -f /var/tmp/host-down.armed\n\
+         setsid sh -c \": > /var/tmp/host-down.armed; sleep 2; kill -KILL $agent\" \
+         </dev/null >/dev/null 2>&1 &\n\
+         while [ ! -e /var/tmp/host-down.armed ]; do usleep 1000; done\n\
+         kill -TERM $agent\n\
+         kill -TERM $$\n\
+         sleep 5"
+    };
+}
+/// A fake `reboot` that takes the host down ([`host_goes_down!`]): its SIGTERM reaches the
+/// agent, which is SIGKILLed 2 s later.
+pub const REBOOT_SHUTS_DOWN: &str =
+    concat!("echo \"fake reboot: shutting down\"\n", host_goes_down!());
+/// What the agent prints once the shutdown it asked for has reached it (SPEC §9.4).
+pub const SHUTDOWN_IN_PROGRESS: &str =
+    "shutdown in progress; the reboot will be confirmed by boot ID on the next run";
 /// What the agent says when a termination signal stopped it.
 pub const STOPPED: &str = "agent stopped after receiving a termination signal";
 /// A step environment variable (`Step::env`) and its value.
