@@ -437,7 +437,7 @@ async fn run_interrupt(
     let type_name = decoded.interrupt.type_name();
     let started = SystemTime::now();
     let state_fs = settings.fs.clone();
-    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
+    let run = interrupts::run_owned(settings, decoded.interrupt.into()).await;
     let result = run.result.with_context(|| format!("interrupt {type_name}"));
     let identity = RunIdentity {
         mode: "interrupt",
