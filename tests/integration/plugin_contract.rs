@@ -4,10 +4,14 @@
 //! fake tool recording its argv in `calls.log`.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{FakeHost, INTERRUPT_FLAGS, Run, interrupt_data};
+use crate::util::{
+    COPY_DIR, FakeHost, INTERRUPT_FLAGS, Reaper, Run, STATE, eventually, interrupt_data,
+    process_alive,
+};
 
 const RESULTS: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/interrupt.json";
 
@@ -105,4 +109,81 @@ fn a_panicking_kind_exits_1_naming_the_panic_with_its_record_written() {
     assert_eq!(host.calls(), ["gpu-tool first"]);
     assert_eq!(host.list(INTERRUPT_FLAGS), ["panics_0.complete"]);
     assert_failed_record(&host, error);
+}
+
+#[test]
+fn the_running_operation_of_a_killed_agent_is_waited_for_not_started_beside_it() {
+    require_root!();
+    let host = FakeHost::with_package_dir();
+    let _reaper = Reaper(&host);
+    // `systemctl restart kubelet` publishes its pid, then holds until released. Only files:
+    // the killed agent took the read ends of the command's output pipes with it.
+    host.set_fake_tool(
+        "systemctl",
+        "[ \"$1\" = restart ] || exit 0\necho $$ > /var/tmp/held.tmp\n\
+         mv /var/tmp/held.tmp /var/tmp/held.pid\n\
+         while [ ! -e /var/tmp/release ]; do usleep 10000; done\n\
+         echo \"done $*\" >> /var/tmp/calls.log",
+    );
+    let data = interrupt_data(r#"{"type":"service_restart","services":["kubelet"]}"#);
+    let spawn = || {
+        host.tagged_agent()
+            .args(["interrupt", &host.root_str(), COPY_DIR, &data])
+            .timeout(Duration::from_secs(40))
+            .spawn()
+    };
+    let first = spawn();
+    let first_pid = first.pid();
+    host.wait_for("var/tmp/held.pid", Duration::from_secs(20));
+    let orphan: u32 = host.read_string("var/tmp/held.pid").trim().parse().unwrap();
+    // SPEC §9.5, §10: the operation's group is recorded in the interrupt lock as a step's is
+    // in the package lock, right after it starts; the kill comes after that.
+    let lock = format!("{STATE}/locks/interrupt-abc_pkg_1.0.0.lock");
+    assert!(
+        eventually(Duration::from_secs(10), || host
+            .read_string(&lock)
+            .contains(&format!("\nrunning: pgid={orphan} "))),
+        "the lock file never named the operation's group: {:?}",
+        host.read_string(&lock)
+    );
+    first.signal("KILL");
+    assert_eq!(first.wait().code(), None);
+    assert!(process_alive(orphan), "the operation outlived its agent");
+
+    let mut second = spawn();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(!second.has_exited(), "the second agent did not wait");
+        assert_eq!(
+            host.calls(),
+            ["systemctl daemon-reload", "systemctl restart kubelet"],
+            "the operation started again beside its orphan"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.write("var/tmp/release", "");
+    let run = second.wait();
+    run.assert_success();
+    run.assert_stderr_line_contains(&[
+        "waiting for an operation of an earlier run to finish",
+        &format!("pgid={orphan}"),
+        "systemctl restart kubelet",
+        &format!("pid={first_pid}"),
+    ]);
+    // The orphan ran to its end first; then the unmarked operation ran again, alone.
+    assert_eq!(
+        host.calls(),
+        [
+            "systemctl daemon-reload",
+            "systemctl restart kubelet",
+            "done restart kubelet",
+            "systemctl restart kubelet",
+            "done restart kubelet"
+        ]
+    );
+    assert_eq!(
+        host.list(INTERRUPT_FLAGS),
+        ["service_restart_0.complete", "service_restart_1.complete"]
+    );
+    assert!(!host.read_string(&lock).contains("running:"));
 }
