@@ -498,7 +498,7 @@ async fn run_interrupt(
     let started = SystemTime::now();
     save_start(&settings.fs, rt, &identity, started)?;
     let state_fs = settings.fs.clone();
-    let run = interrupts::run(settings, decoded.interrupt.as_ref()).await;
+    let run = interrupts::run_owned(settings, decoded.interrupt.into()).await;
     let result = run.result.with_context(|| format!("interrupt {type_name}"));
     *operations_out = save_results(
         &state_fs,

@@ -51,6 +51,7 @@ mod malformed;
 mod messages;
 mod metrics;
 mod plan_diff;
+mod plugin_contract;
 mod plugins;
 mod preflight;
 mod replay;

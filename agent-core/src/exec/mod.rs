@@ -524,7 +524,12 @@ impl Runner for ProcessRunner {
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
         if let (Some(recorder), Some(pg)) = (&self.recorder, pgid) {
-            recorder.started(pg.as_raw(), &program);
+            // The whole command line: which of a kind's operations (`nvidia-smi -i 3`) runs.
+            let line = std::iter::once(program.as_str())
+                .chain(spec.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            recorder.started(pg.as_raw(), &line);
         }
         // The relay writes the log through its own handle on the same open file.
         let mut log_error: Option<String> = None;

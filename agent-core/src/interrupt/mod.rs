@@ -1,7 +1,8 @@
 //! One interrupt run: the operations a kind hands its context, their markers, the reboot
 //! protocol, and the dry run behind `agent plan interrupt`.
 //!
-//! [`runner`] runs, [`plan`] describes; both act on the one decision in `decide`.
+//! [`runner`] runs, [`plan`] describes; both act on the one decision in `decide`, and both
+//! run the kind's code on a thread of its own (`worker`).
 
 mod decide;
 pub mod plan;
@@ -9,3 +10,4 @@ mod reboot;
 pub mod runner;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod worker;

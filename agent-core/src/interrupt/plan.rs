@@ -20,8 +20,9 @@ use crate::host::identity::ResourceId;
 use crate::host::runtime::Runtime;
 use crate::interrupt::decide::{self, PendingState, RebootStep, Start};
 use crate::interrupt::runner::{InterruptSettings, validate};
+use crate::interrupt::worker;
 use crate::plugin::contract::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations, REBOOT_WAIT,
+    Command, CompletionPolicy, Interrupt, InterruptError, Operations, REBOOT_WAIT,
 };
 use crate::stage::plan::{
     PlanError, PlannedAction, PlannedWrite, WriteKind, display, resolv_failure,
@@ -56,6 +57,8 @@ struct Planned {
     operations: Vec<PlannedOperation>,
     /// Why later operations would not start (a reboot, a failure).
     stopped: Option<String>,
+    /// The indices the kind handed over so far.
+    used: std::collections::BTreeSet<usize>,
 }
 
 impl DryRun {
@@ -145,6 +148,13 @@ impl Operations for DryRun {
     ) -> Result<(), InterruptError> {
         let s = &self.settings;
         let name = format!("{}_{index}", self.type_name);
+        // SPEC §9.5: as a run refuses it.
+        if !self.state().used.insert(index) {
+            return Err(InterruptError::DuplicateOperation {
+                operation: name,
+                index,
+            });
+        }
         let markers = s.markers(self.type_name, index);
         let start = decide::start(&s.fs, &markers, policy)?;
         let stopped = self.state().stopped.clone();
@@ -215,19 +225,25 @@ impl Operations for DryRun {
 /// anything. Returns the operations in order, and the kind's own error if it gave up.
 pub async fn plan_operations(
     settings: InterruptSettings,
-    interrupt: &dyn Interrupt,
+    interrupt: &(dyn Interrupt + 'static),
 ) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
     if let Err(e) = validate(interrupt) {
         return (Vec::new(), Err(e));
     }
+    let owned = match worker::owned_copy(interrupt) {
+        Ok(owned) => owned,
+        Err(e) => return (Vec::new(), Err(e)),
+    };
+    let type_name = interrupt.type_name();
     let dry = Arc::new(DryRun {
         settings,
-        type_name: interrupt.type_name(),
+        type_name,
         state: Mutex::new(Planned::default()),
     });
-    let result = interrupt
-        .run_operations(&InterruptContext::new(dry.clone()))
-        .await;
+    // As in a run: the kind's code on its own thread, a panic caught.
+    let result = worker::run_kind(owned, dry.clone())
+        .await
+        .into_result(type_name);
     let operations = std::mem::take(&mut dry.state().operations);
     (operations, result)
 }

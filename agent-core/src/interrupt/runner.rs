@@ -2,6 +2,7 @@
 //! after-reboot protocol is in `reboot`. Kinds reach all of it through
 //! [`InterruptContext::operation`]; nothing here knows a kind by name.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,10 +16,9 @@ use crate::host::fs::{HostFs, MARKER_BOUND};
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, Start};
 pub use crate::interrupt::reboot::wait_for_host_shutdown;
+use crate::interrupt::worker;
 pub use crate::plugin::contract::REBOOT_WAIT;
-use crate::plugin::contract::{
-    Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations,
-};
+use crate::plugin::contract::{Command, CompletionPolicy, Interrupt, InterruptError, Operations};
 use crate::state::interrupt_markers::{self, OperationMarkers};
 use crate::state::logs::{OperationLog, RunLogs};
 use crate::state::metrics::InterruptTally;
@@ -146,6 +146,47 @@ struct RunState {
     done: Vec<(OperationRecord, OperationResult)>,
     tally: InterruptTally,
     shutdown_in_progress: bool,
+    /// The indices the kind handed over so far (SPEC §9.5: each at most once per run).
+    used: BTreeSet<usize>,
+    /// The first failure the kind was handed: it fails the run whatever the kind returns.
+    failure: Option<Failure>,
+}
+
+/// A failure the core saw, kept to settle the run's outcome (SPEC §9.5).
+#[derive(Debug, Clone)]
+enum Failure {
+    Stopped,
+    Duplicate { operation: String, index: usize },
+    Failed { operation: String, error: String },
+}
+
+impl Failure {
+    fn of(operation: String, error: &InterruptError) -> Self {
+        match error {
+            InterruptError::Stopped => Self::Stopped,
+            InterruptError::DuplicateOperation { operation, index } => Self::Duplicate {
+                operation: operation.clone(),
+                index: *index,
+            },
+            e => Self::Failed {
+                operation,
+                error: crate::host::errors::Chain(e).to_string(),
+            },
+        }
+    }
+
+    /// The run's error when the kind returned `Ok` after this failure.
+    fn into_error(self) -> InterruptError {
+        match self {
+            Self::Stopped => InterruptError::Stopped,
+            Self::Duplicate { operation, index } => {
+                InterruptError::DuplicateOperation { operation, index }
+            }
+            Self::Failed { operation, error } => {
+                InterruptError::SwallowedFailure { operation, error }
+            }
+        }
+    }
 }
 
 impl Run {
@@ -160,6 +201,8 @@ impl Run {
                 done: Vec::new(),
                 tally: InterruptTally::default(),
                 shutdown_in_progress: false,
+                used: BTreeSet::new(),
+                failure: None,
             }),
         }
     }
@@ -175,6 +218,11 @@ impl Run {
     /// Count what the run did, for metrics.
     pub(crate) fn count(&self, f: impl FnOnce(&mut InterruptTally)) {
         f(&mut self.state().tally);
+    }
+
+    /// Keep the first failure the kind was handed.
+    fn failed(&self, failure: Failure) {
+        self.state().failure.get_or_insert(failure);
     }
 
     /// The after-reboot operation saw the shutdown it asked for.
@@ -380,6 +428,52 @@ impl Operations for Run {
         policy: CompletionPolicy,
         command: Command,
     ) -> Result<(), InterruptError> {
+        let name = format!("{}_{index}", self.type_name);
+        // SPEC §9.5: a second use of an index would run another command under the first's
+        // marker (or skip it as complete).
+        let result = if self.state().used.insert(index) {
+            self.run_operation(index, policy, command).await
+        } else {
+            Err(InterruptError::DuplicateOperation {
+                operation: name.clone(),
+                index,
+            })
+        };
+        if let Err(e) = &result {
+            self.failed(Failure::of(name, e));
+        }
+        result
+    }
+
+    fn mark_done(&self) -> Result<(), InterruptError> {
+        let result = self.write_kind_done();
+        if let Err(e) = &result {
+            self.failed(Failure::of(self.type_name.to_owned(), e));
+        }
+        result
+    }
+
+    fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
+        self.settings.is_complete(self.type_name, index)
+    }
+
+    fn node_name(&self) -> Option<String> {
+        self.settings.node_name()
+    }
+
+    fn shutdown_in_progress(&self) -> bool {
+        self.state().shutdown_in_progress
+    }
+}
+
+impl Run {
+    /// One operation the kind handed over: skipped when complete, else run.
+    async fn run_operation(
+        &self,
+        index: usize,
+        policy: CompletionPolicy,
+        command: Command,
+    ) -> Result<(), InterruptError> {
         let s = &self.settings;
         let markers = s.markers(self.type_name, index);
         let start = decide::start(&s.fs, &markers, policy)?;
@@ -417,7 +511,7 @@ impl Operations for Run {
         }
     }
 
-    fn mark_done(&self) -> Result<(), InterruptError> {
+    fn write_kind_done(&self) -> Result<(), InterruptError> {
         let s = &self.settings;
         interrupt_markers::write_kind_done(
             &s.fs,
@@ -431,18 +525,6 @@ impl Operations for Run {
         )))?;
         self.count(|t| t.completed += 1);
         Ok(())
-    }
-
-    fn is_complete(&self, index: usize) -> Result<bool, InterruptError> {
-        self.settings.is_complete(self.type_name, index)
-    }
-
-    fn node_name(&self) -> Option<String> {
-        self.settings.node_name()
-    }
-
-    fn shutdown_in_progress(&self) -> bool {
-        self.state().shutdown_in_progress
     }
 }
 
@@ -468,52 +550,78 @@ pub(crate) fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> 
 /// Run `interrupt` with the marker protocol. Returns the outcome and what each operation did.
 pub async fn run_interrupt(
     settings: InterruptSettings,
-    interrupt: &dyn Interrupt,
+    interrupt: Arc<dyn Interrupt>,
 ) -> (
     Result<InterruptOutcome, InterruptError>,
     Vec<OperationRecord>,
 ) {
-    let run = run(settings, interrupt).await;
+    let run = run_owned(settings, interrupt).await;
     (run.result, run.records)
+}
+
+/// [`run_owned`] for a borrowed interrupt: the kind runs on a thread of its own, so it runs a
+/// copy, made as the operator's bytes make one (serialized, then decoded).
+pub async fn run(
+    settings: InterruptSettings,
+    interrupt: &(dyn Interrupt + 'static),
+) -> InterruptRun {
+    match worker::owned_copy(interrupt) {
+        Ok(owned) => run_owned(settings, owned).await,
+        Err(e) => InterruptRun::failed(e),
+    }
 }
 
 /// Run `interrupt` with the marker protocol: how it ended, and what each operation did (also
 /// as the results record shows it).
-pub async fn run(settings: InterruptSettings, interrupt: &dyn Interrupt) -> InterruptRun {
+///
+/// SPEC §9.5: the core settles the outcome. The kind's code runs on a thread of its own
+/// (a panic there is caught and fails the run); an operation that failed fails the run
+/// whatever the kind returns afterwards, and so does an index handed over twice.
+pub async fn run_owned(settings: InterruptSettings, interrupt: Arc<dyn Interrupt>) -> InterruptRun {
     // Before anything is touched; kinds rely on it instead of checking again in `run`.
-    if let Err(e) = validate(interrupt) {
-        return InterruptRun {
-            result: Err(e),
-            records: Vec::new(),
-            results: Vec::new(),
-            tally: InterruptTally::default(),
-        };
+    if let Err(e) = validate(interrupt.as_ref()) {
+        return InterruptRun::failed(e);
     }
     // SPEC §5: temp files a killed run left behind, once no live writer can own them.
     settings.fs.clean_stale_temps(&settings.markers_dir);
-    let backend = Arc::new(Run::new(settings, interrupt.type_name()));
-    let cx = InterruptContext::new(backend.clone());
-    let result = interrupt.run_operations(&cx).await;
+    let type_name = interrupt.type_name();
+    let backend = Arc::new(Run::new(settings, type_name));
+    let end = worker::run_kind(interrupt, backend.clone()).await;
+    let result = end.into_result(type_name);
     let finished = backend.finish_log();
-    let (done, tally, shutdown) = {
+    let (done, tally, shutdown, failure) = {
         let mut state = backend.state();
         (
             std::mem::take(&mut state.done),
             state.tally,
             state.shutdown_in_progress,
+            state.failure.take(),
         )
     };
     let (records, results) = done.into_iter().unzip();
-    let result = match (result, shutdown) {
-        (_, true) => Ok(InterruptOutcome::ShutdownInProgress),
-        (Ok(()), false) => finished.map(|()| InterruptOutcome::Completed),
-        (Err(e), false) => Err(e),
+    let result = match (result, shutdown, failure) {
+        (_, true, _) => Ok(InterruptOutcome::ShutdownInProgress),
+        (Ok(()), false, Some(failure)) => Err(failure.into_error()),
+        (Ok(()), false, None) => finished.map(|()| InterruptOutcome::Completed),
+        (Err(e), false, _) => Err(e),
     };
     InterruptRun {
         result,
         records,
         results,
         tally,
+    }
+}
+
+impl InterruptRun {
+    /// A run that failed before any operation.
+    fn failed(error: InterruptError) -> Self {
+        Self {
+            result: Err(error),
+            records: Vec::new(),
+            results: Vec::new(),
+            tally: InterruptTally::default(),
+        }
     }
 }
 

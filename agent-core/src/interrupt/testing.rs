@@ -245,7 +245,7 @@ impl TestHost {
     ) {
         match <dyn Interrupt>::from_json_bytes(payload.as_bytes()) {
             Ok(decoded) => {
-                runner::run_interrupt(self.settings.clone(), decoded.interrupt.as_ref()).await
+                runner::run_interrupt(self.settings.clone(), decoded.interrupt.into()).await
             }
             Err(e) => (Err(e.into()), Vec::new()),
         }
@@ -545,6 +545,10 @@ impl Conformance {
         let expected = format!("{command}: exit code 1");
         match result {
             Err(e) if e.to_string() == expected => {}
+            Err(InterruptError::SwallowedFailure { operation, .. }) => fail(format!(
+                "the kind returned Ok after {command:?} ({operation}) exited 1: pass the failure \
+                 on (`cx.operation(..).await?`); on a node the agent fails the run for it"
+            )),
             other => fail(format!(
                 "when {command:?} exits 1 the run must fail with {expected:?}, got {other:?}"
             )),

@@ -282,6 +282,22 @@ pub enum InterruptError {
     /// A kind's own failure (e.g. a precondition it checks itself), with its source.
     #[error(transparent)]
     Kind(BoxError),
+    /// SPEC §9.5: the kind returned `Ok` although one of its operations failed; the core
+    /// fails the run for it. `error` is the failure the kind was handed.
+    #[error("kind returned success after operation {operation} failed: {error}")]
+    SwallowedFailure { operation: String, error: String },
+    /// SPEC §9.5: one index, one operation per run (the index names its marker).
+    #[error(
+        "operation {index} ({operation}) was already run in this run: each operation of a kind \
+         has an index of its own, which names its marker"
+    )]
+    DuplicateOperation { operation: String, index: usize },
+    /// SPEC §9.5: a panic in the kind's code, caught by the core.
+    #[error("interrupt kind {type_name:?} panicked: {message}")]
+    Panicked {
+        type_name: &'static str,
+        message: String,
+    },
 }
 
 impl InterruptError {

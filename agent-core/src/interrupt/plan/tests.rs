@@ -1,6 +1,7 @@
 use super::*;
 use crate::exec::Termination;
 use crate::interrupt::runner::tests::{Host, block_on, reboot};
+use crate::plugin::contract::InterruptContext;
 
 /// A dry-run context of kind `kind` over `host`, and what it planned.
 fn dry(host: &Host) -> (InterruptContext, Arc<DryRun>) {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::plugin::contract::InterruptContext;
 use crate::state::interrupt_markers::parse_attempts;
 use crate::testing::TestHost;
 

@@ -1,0 +1,189 @@
+//! SPEC §9.5: the core settles every outcome, whatever a kind does. The kinds of
+//! `tests/misbehaving_kinds` make the mistakes a hurried author makes; their distributor binary
+//! `agent-with-misbehaving-kinds` runs them against fake host roots, where `gpu-tool` is a
+//! fake tool recording its argv in `calls.log`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{
+    COPY_DIR, FakeHost, INTERRUPT_FLAGS, Reaper, Run, STATE, eventually, interrupt_data,
+    process_alive,
+};
+
+const RESULTS: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/interrupt.json";
+
+/// The test distributor, built next to `agent`.
+pub(crate) fn misbehaving() -> PathBuf {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_agent"))
+        .with_file_name("agent-with-misbehaving-kinds");
+    assert!(
+        exe.is_file(),
+        "{} is missing: build it first with `cargo build -p misbehaving-kinds` (or `cargo \
+         build --workspace --bins`)",
+        exe.display()
+    );
+    exe
+}
+
+/// A fake host whose `gpu-tool` fails for GPU 3 and succeeds otherwise.
+fn gpu_host() -> FakeHost {
+    let host = FakeHost::with_package_dir();
+    host.set_fake_tool("gpu-tool", "[ \"$2\" = 3 ] && exit 1\nexit 0");
+    host
+}
+
+fn run_kind(host: &FakeHost, json: &str) -> Run {
+    host.interrupt(&interrupt_data(json))
+        .run_program(&misbehaving())
+}
+
+/// The results record of the run: written, with exit code 1 and the error.
+fn assert_failed_record(host: &FakeHost, error: &str) {
+    let record: Value = serde_json::from_str(&host.read_string(RESULTS)).expect("a results record");
+    assert_eq!(record["exit_code"], 1, "{record}");
+    assert!(
+        record["error"].as_str().is_some_and(|e| e.contains(error)),
+        "{record}"
+    );
+}
+
+#[test]
+fn a_kind_that_swallows_a_failed_operation_fails_the_run() {
+    require_root!();
+    let host = gpu_host();
+    let run = run_kind(&host, r#"{"type":"swallows_failure","gpus":["0","3"]}"#);
+    run.assert_code(1);
+    let error = "kind returned success after operation swallows_failure_1 failed: gpu-tool --reset 3: exit code 1";
+    run.assert_stderr_line_contains(&["agent execution failed", error]);
+    run.assert_stderr_line_contains(&["run finished", "result=failed", "ran=2", "failed=1"]);
+    assert_eq!(host.calls(), ["gpu-tool --reset 0", "gpu-tool --reset 3"]);
+    assert_eq!(host.list(INTERRUPT_FLAGS), ["swallows_failure_0.complete"]);
+    assert_failed_record(&host, error);
+
+    // The next run resumes at the GPU that failed.
+    host.set_fake_tool("gpu-tool", "exit 0");
+    run_kind(&host, r#"{"type":"swallows_failure","gpus":["0","3"]}"#).assert_success();
+    assert_eq!(
+        host.calls(),
+        [
+            "gpu-tool --reset 0",
+            "gpu-tool --reset 3",
+            "gpu-tool --reset 3"
+        ]
+    );
+}
+
+#[test]
+fn running_one_operation_index_twice_fails_the_run() {
+    require_root!();
+    let host = gpu_host();
+    let run = run_kind(&host, r#"{"type":"runs_index_twice"}"#);
+    run.assert_code(1);
+    let error = "operation 0 (runs_index_twice_0) was already run in this run";
+    run.assert_stderr_line_contains(&["agent execution failed", error]);
+    assert_eq!(
+        host.calls(),
+        ["gpu-tool first"],
+        "the second command never ran"
+    );
+    assert_eq!(host.list(INTERRUPT_FLAGS), ["runs_index_twice_0.complete"]);
+    assert_failed_record(&host, error);
+}
+
+#[test]
+fn a_panicking_kind_exits_1_naming_the_panic_with_its_record_written() {
+    require_root!();
+    let host = gpu_host();
+    let run = run_kind(&host, r#"{"type":"panics"}"#);
+    run.assert_code(1);
+    let error = r#"interrupt kind "panics" panicked: the GPU list is empty (at tests/misbehaving_kinds/kinds.rs:"#;
+    run.assert_stderr_line_contains(&["agent execution failed", error]);
+    run.assert_stderr_line_contains(&["run finished", "result=failed", "ran=1"]);
+    assert!(
+        !run.err().contains("thread '"),
+        "the panic is reported once, by the run: {run:?}"
+    );
+    assert_eq!(host.calls(), ["gpu-tool first"]);
+    assert_eq!(host.list(INTERRUPT_FLAGS), ["panics_0.complete"]);
+    assert_failed_record(&host, error);
+}
+
+#[test]
+fn the_running_operation_of_a_killed_agent_is_waited_for_not_started_beside_it() {
+    require_root!();
+    let host = FakeHost::with_package_dir();
+    let _reaper = Reaper(&host);
+    // `systemctl restart kubelet` publishes its pid, then holds until released. Only files:
+    // the killed agent took the read ends of the command's output pipes with it.
+    host.set_fake_tool(
+        "systemctl",
+        "[ \"$1\" = restart ] || exit 0\necho $$ > /var/tmp/held.tmp\n\
+         mv /var/tmp/held.tmp /var/tmp/held.pid\n\
+         while [ ! -e /var/tmp/release ]; do usleep 10000; done\n\
+         echo \"done $*\" >> /var/tmp/calls.log",
+    );
+    let data = interrupt_data(r#"{"type":"service_restart","services":["kubelet"]}"#);
+    let spawn = || {
+        host.tagged_agent()
+            .args(["interrupt", &host.root_str(), COPY_DIR, &data])
+            .timeout(Duration::from_secs(40))
+            .spawn()
+    };
+    let first = spawn();
+    let first_pid = first.pid();
+    host.wait_for("var/tmp/held.pid", Duration::from_secs(20));
+    let orphan: u32 = host.read_string("var/tmp/held.pid").trim().parse().unwrap();
+    // SPEC §9.5, §10: the operation's group is recorded in the interrupt lock as a step's is
+    // in the package lock, right after it starts; the kill comes after that.
+    let lock = format!("{STATE}/locks/interrupt-abc_pkg_1.0.0.lock");
+    assert!(
+        eventually(Duration::from_secs(10), || host
+            .read_string(&lock)
+            .contains(&format!("\nrunning: pgid={orphan} "))),
+        "the lock file never named the operation's group: {:?}",
+        host.read_string(&lock)
+    );
+    first.signal("KILL");
+    assert_eq!(first.wait().code(), None);
+    assert!(process_alive(orphan), "the operation outlived its agent");
+
+    let mut second = spawn();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert!(!second.has_exited(), "the second agent did not wait");
+        assert_eq!(
+            host.calls(),
+            ["systemctl daemon-reload", "systemctl restart kubelet"],
+            "the operation started again beside its orphan"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.write("var/tmp/release", "");
+    let run = second.wait();
+    run.assert_success();
+    run.assert_stderr_line_contains(&[
+        "waiting for an operation of an earlier run to finish",
+        &format!("pgid={orphan}"),
+        "systemctl restart kubelet",
+        &format!("pid={first_pid}"),
+    ]);
+    // The orphan ran to its end first; then the unmarked operation ran again, alone.
+    assert_eq!(
+        host.calls(),
+        [
+            "systemctl daemon-reload",
+            "systemctl restart kubelet",
+            "done restart kubelet",
+            "systemctl restart kubelet",
+            "done restart kubelet"
+        ]
+    );
+    assert_eq!(
+        host.list(INTERRUPT_FLAGS),
+        ["service_restart_0.complete", "service_restart_1.complete"]
+    );
+    assert!(!host.read_string(&lock).contains("running:"));
+}
