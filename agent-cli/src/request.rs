@@ -105,6 +105,12 @@ pub enum UsageError {
     EmptyInterruptData,
     #[error("stage {0:?} does not accept interrupt data")]
     StageWithData(String),
+    /// A word close to a subcommand name: a person's typo, not an operator stage.
+    #[error("unknown command {word:?}; did you mean {suggestion:?}?")]
+    UnknownCommand {
+        word: String,
+        suggestion: &'static str,
+    },
     #[error("no help for {topic:?}{}", suggestion.map(|s| format!("; did you mean {s}?")).unwrap_or_default())]
     UnknownTopic {
         topic: String,
@@ -135,6 +141,17 @@ pub fn suggest_mode(mode: &str) -> Option<&'static str> {
             .map(|m| m.as_str())
             .chain(std::iter::once("interrupt")),
     )
+}
+
+/// The subcommand a person most likely meant by `word`, if it is within two edits of one and
+/// closer to it than to any MODE (`interupt` is a mistyped mode, not `interrupts`).
+pub fn suggest_subcommand(word: &str) -> Option<&'static str> {
+    let sub = closest(word, crate::commands::NAMES.iter().copied())?;
+    let distance = |name: &str| strsim::levenshtein(&word.to_ascii_lowercase(), name);
+    match suggest_mode(word) {
+        Some(mode) if distance(mode) <= distance(sub) => None,
+        _ => Some(sub),
+    }
 }
 
 fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
@@ -174,6 +191,16 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
     if args.first().is_some_and(|m| is_mode(m)) && args.iter().any(|a| is_version(a)) {
         return Ok(Request::Version);
     }
+    // SPEC §1.1: a word within two edits of a subcommand name is a person's typo; any other
+    // unknown word is an operator stage this version does not know.
+    if let Some(word) = args.first().filter(|w| !is_mode(w)) {
+        if let Some(suggestion) = suggest_subcommand(word) {
+            return Err(UsageError::UnknownCommand {
+                word: word.clone(),
+                suggestion,
+            });
+        }
+    }
     let (mode, root, copy_dir, data) = match args.as_slice() {
         [mode, copy_dir] => (mode, DEFAULT_ROOT, copy_dir, None),
         [mode, copy_dir, data] if mode == "interrupt" => (mode, DEFAULT_ROOT, copy_dir, Some(data)),
@@ -197,8 +224,10 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
         }),
         // `interrupt ROOT COPY_DIR` without data: nothing to run.
         ("interrupt", None) => Err(UsageError::EmptyInterruptData),
-        (_, Some(_)) => Err(UsageError::StageWithData(mode.clone())),
-        (_, None) => Ok(Request::Stage {
+        (known, Some(_)) if is_mode(known) => Err(UsageError::StageWithData(mode.clone())),
+        // An unknown MODE with data: a future operator stage may carry data, as `interrupt`
+        // does; it is the same warned no-op as without.
+        _ => Ok(Request::Stage {
             mode: mode.clone(),
             root,
             copy_dir,
@@ -219,8 +248,7 @@ fn help_topic(topic: Option<&str>) -> Result<Request, UsageError> {
     }
     Err(UsageError::UnknownTopic {
         topic: topic.to_owned(),
-        suggestion: suggest_mode(topic)
-            .or_else(|| closest(topic, crate::commands::NAMES.iter().copied())),
+        suggestion: suggest_mode(topic).or_else(|| suggest_subcommand(topic)),
     })
 }
 
@@ -436,5 +464,32 @@ mod tests {
         assert!(
             matches!(p(&["bogus", "/r", "/c"]), Ok(Request::Stage { mode, .. }) if mode == "bogus")
         );
+        assert!(
+            matches!(p(&["bogus", "/r", "/c", "x"]), Ok(Request::Stage { mode, .. }) if mode == "bogus")
+        );
+    }
+
+    #[test]
+    fn a_word_close_to_a_subcommand_is_a_typo() {
+        let msg = |args: &[&str]| p(args).unwrap_err().to_string();
+        assert_eq!(
+            msg(&["staus", "/r"]),
+            r#"unknown command "staus"; did you mean "status"?"#
+        );
+        assert_eq!(
+            msg(&["validat", "/c"]),
+            r#"unknown command "validat"; did you mean "validate"?"#
+        );
+        assert_eq!(
+            msg(&["staus"]),
+            r#"unknown command "staus"; did you mean "status"?"#
+        );
+        // No operator MODE is within two edits of a subcommand.
+        for mode in Mode::ALL {
+            assert_eq!(suggest_subcommand(mode.as_str()), None, "{mode:?}");
+        }
+        assert_eq!(suggest_subcommand("interupt"), None);
+        assert_eq!(suggest_subcommand("intrrupts"), Some("interrupts"));
+        assert!(p(&["interrupt", "/r", "/c", "x"]).is_ok());
     }
 }

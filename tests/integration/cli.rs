@@ -197,6 +197,56 @@ fn unknown_mode_is_a_no_op_with_a_warning() {
 }
 
 #[test]
+fn unknown_mode_with_interrupt_data_is_a_no_op_with_a_warning() {
+    // SPEC §1.1: a future operator stage may carry data, as `interrupt` does.
+    let host = FakeHost::new();
+    host.install(&Package::standard());
+    let before = host.snapshot();
+    let run = host
+        .agent()
+        .args([
+            "bogus",
+            &host.root_str(),
+            COPY_DIR,
+            "eyJ0eXBlIjoibm9fb3AifQ==",
+        ])
+        .run();
+    run.assert_success();
+    run.assert_stderr_contains(
+        "this agent version does not support the requested stage; treating it as a no-op",
+    );
+    assert!(run.stdout.is_empty(), "unknown mode: no banner\n{run:?}");
+    before.assert_unchanged(&host.snapshot(), "bogus with data");
+}
+
+#[test]
+fn a_word_within_two_edits_of_a_subcommand_is_a_typo() {
+    let host = FakeHost::new();
+    host.install(&Package::standard());
+    let before = host.snapshot();
+    let root = host.root_str();
+    for (args, meant) in [
+        (vec!["staus", root.as_str(), COPY_DIR], "status"),
+        (vec!["staus", root.as_str()], "status"),
+        (vec!["validat", COPY_DIR], "validate"),
+        (vec!["pla", root.as_str(), COPY_DIR, "eA=="], "plan"),
+    ] {
+        let run = host.agent().args(&args).run();
+        run.assert_code(2);
+        run.assert_stderr_contains(&format!(
+            "unknown command {:?}; did you mean {meant:?}?",
+            args[0]
+        ));
+        assert!(run.stdout.is_empty(), "no banner\n{run:?}");
+        assert!(
+            !run.err().contains("does not support the requested stage"),
+            "a typo is not an operator stage\n{run:?}"
+        );
+    }
+    before.assert_unchanged(&host.snapshot(), "subcommand typos");
+}
+
+#[test]
 fn modes_are_case_sensitive() {
     assert_unknown_mode_is_a_no_op("APPLY");
 }

@@ -199,9 +199,9 @@ static CASES: &[Case] = &[
         ..USAGE
     },
     Case {
-        name: "argv: unknown mode with interrupt data",
-        args: &[Val::Text("bogus"), ROOT, CD, Val::Text("x")],
-        message: r#"stage "bogus" does not accept interrupt data"#,
+        name: "argv: a subcommand's typo in the MODE position",
+        args: &[Val::Text("staus"), ROOT, CD],
+        message: r#"unknown command "staus"; did you mean "status"?"#,
         ..USAGE
     },
     Case {

@@ -13,6 +13,9 @@ use crate::util::{
 };
 
 const FLAGS_HOST: &str = "/var/lib/skyhook/sk1/flags/pkg/1.0.0";
+/// The line that says which STATE a reset read (the fake host sets SKYHOOK_ROOT_DIR).
+const STATE_LINE: &str =
+    "state: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1; from SKYHOOK_ROOT_DIR)";
 const RECORD: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/reset.json";
 
 fn package() -> Package {
@@ -53,7 +56,7 @@ fn a_step_is_shown_then_reset_under_both_names_and_runs_again() {
     assert_eq!(
         shown.out(),
         format!(
-            "reset: step s1.sh of package pkg 1.0.0\n\
+            "reset: step s1.sh of package pkg 1.0.0\n{STATE_LINE}\n\
              would remove (nothing was removed; add --yes to remove):\n  \
              {FLAGS_HOST}/{legacy}\n  {FLAGS_HOST}/{native}\n"
         )
@@ -65,7 +68,7 @@ fn a_step_is_shown_then_reset_under_both_names_and_runs_again() {
     assert_eq!(
         done.out(),
         format!(
-            "reset: step s1.sh of package pkg 1.0.0\nremoved:\n  {FLAGS_HOST}/{legacy}\n  \
+            "reset: step s1.sh of package pkg 1.0.0\n{STATE_LINE}\nremoved:\n  {FLAGS_HOST}/{legacy}\n  \
              {FLAGS_HOST}/{native}\nrecorded in /{RECORD}\n"
         )
     );
@@ -103,8 +106,10 @@ fn a_step_is_shown_then_reset_under_both_names_and_runs_again() {
     nothing.assert_success();
     assert_eq!(
         nothing.out(),
-        "reset: every step of stage apply-check of package pkg 1.0.0\nnothing to remove: it \
-         already runs again\n"
+        format!(
+            "reset: every step of stage apply-check of package pkg 1.0.0\n{STATE_LINE}\n\
+             nothing to remove: it already runs again\n"
+        )
     );
 }
 
@@ -142,9 +147,9 @@ fn a_package_is_cleared_without_its_directory_and_its_history_is_kept() {
     let shown = reset(&host, &["--package", "pkg"]);
     shown.assert_success();
     assert!(
-        shown
-            .out()
-            .starts_with("reset: every step of package pkg (every version)\nwould remove"),
+        shown.out().starts_with(&format!(
+            "reset: every step of package pkg (every version)\n{STATE_LINE}\nwould remove"
+        )),
         "{shown:?}"
     );
     assert_eq!(shown.out().matches("\n  /").count(), 6, "{shown:?}");
@@ -200,7 +205,7 @@ fn an_interrupt_resource_stuck_in_reboot_pending_is_reset() {
     assert_eq!(
         run.out(),
         format!(
-            "reset: interrupt operation node_restart_0 of abc_pkg_1.0.0\nremoved:\n  /{pending}\n  \
+            "reset: interrupt operation node_restart_0 of abc_pkg_1.0.0\n{STATE_LINE}\nremoved:\n  /{pending}\n  \
              /{attempts}\nrecorded in /{RECORD}\n"
         )
     );

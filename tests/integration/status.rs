@@ -39,7 +39,7 @@ fn an_empty_host_is_not_started_and_exits_0() {
     assert_eq!(
         run.out(),
         format!(
-            "status: not-started\nstate: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1)\n\
+            "status: not-started\nstate: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1; from SKYHOOK_ROOT_DIR)\n\
              boot ID: {BOOT_ID}\n\nno package state found under /var/lib/skyhook/sk1\n"
         )
     );
@@ -305,7 +305,7 @@ fn without_skyhook_root_dir_it_finds_the_operators_layout() {
         run.out().lines().take(2).collect::<Vec<_>>(),
         [
             "status: done",
-            "state: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1)"
+            "state: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1; found on the host)"
         ],
         "{run:?}"
     );

@@ -119,6 +119,87 @@ fn plan_shows_completed_steps_as_skipped() {
 }
 
 #[test]
+fn every_reader_finds_the_same_state_without_skyhook_root_dir() {
+    // The operator's layout: markers under /var/lib/skyhook/sk1, nothing in /etc/skyhook.
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.stage("apply").assert_success();
+    assert!(
+        !host.exists("etc/skyhook/flags"),
+        "the run used the operator's layout"
+    );
+    let before = host.snapshot();
+    let root = host.root_str();
+    let found = "state: /var/lib/skyhook/sk1 (logs: /var/log/skyhook/sk1; found on the host)";
+    let without_env = |args: &[&str]| {
+        host.agent()
+            .env_remove("SKYHOOK_ROOT_DIR")
+            .env_remove("SKYHOOK_LOG_DIR")
+            .args(args)
+            .run()
+    };
+
+    let planned = without_env(&["plan", "apply", &root, COPY_DIR]);
+    planned.assert_success();
+    assert_eq!(planned.out().lines().nth(1), Some(found), "{planned:?}");
+    assert!(plan_line(&planned, "s1.sh").contains("skip"), "{planned:?}");
+    planned.assert_stdout_contains("step markers: /var/lib/skyhook/sk1/flags/pkg/1.0.0");
+    planned.assert_stdout_contains("summary: 1 step to run, 1 to skip");
+
+    let status = without_env(&["status", &root]);
+    status.assert_success();
+    assert_eq!(status.out().lines().nth(1), Some(found), "{status:?}");
+
+    let reset = without_env(&["reset", &root, COPY_DIR, "--step", "s1.sh"]);
+    reset.assert_success();
+    assert_eq!(reset.out().lines().nth(1), Some(found), "{reset:?}");
+
+    let v: Value = serde_json::from_slice(
+        &without_env(&["plan", "apply", &root, COPY_DIR, "--format", "json"]).stdout,
+    )
+    .unwrap();
+    assert_eq!(v["state_dir"], "/var/lib/skyhook/sk1", "{v:#}");
+    assert_eq!(v["state_source"], "found", "{v:#}");
+
+    // --state-dir on plan: an empty directory has no markers, so every step runs.
+    let elsewhere = without_env(&[
+        "plan",
+        "apply",
+        &root,
+        COPY_DIR,
+        "--state-dir",
+        "/elsewhere",
+    ]);
+    elsewhere.assert_success();
+    elsewhere
+        .assert_stdout_contains("state: /elsewhere (logs: /var/log/skyhook; from --state-dir)");
+    assert!(
+        plan_line(&elsewhere, "s1.sh").contains("run"),
+        "{elsewhere:?}"
+    );
+    before.assert_unchanged(&host.snapshot(), "readers");
+}
+
+#[test]
+fn plan_refuses_to_choose_between_several_state_directories() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.stage("apply").assert_success();
+    host.mkdir("var/lib/skyhook/sk2/flags");
+    let run = host
+        .agent()
+        .env_remove("SKYHOOK_ROOT_DIR")
+        .args(["plan", "apply", &host.root_str(), COPY_DIR])
+        .run();
+    run.assert_code(2);
+    run.assert_stderr_contains(
+        "several state directories hold agent state (/var/lib/skyhook/sk1, /var/lib/skyhook/sk2); \
+         choose one with --state-dir",
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+}
+
+#[test]
 fn status_reports_versions_without_writing() {
     let host = FakeHost::new();
     host.install(&off_host());

@@ -4,6 +4,7 @@ pub mod completions;
 pub mod interrupts;
 pub mod plan;
 pub mod reset;
+pub mod state;
 pub mod status;
 pub mod validate;
 

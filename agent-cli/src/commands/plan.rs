@@ -18,10 +18,16 @@ use agent_core::stage::plan::{self, OverlayDiff, PlannedAction, PlannedWrite, St
 use anyhow::Context as _;
 
 use super::interrupts::Format;
+use super::state::Located;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    override_usage = "agent plan [OPTIONS] MODE ROOT COPY_DIR\n       agent plan [OPTIONS] interrupt ROOT COPY_DIR INTERRUPT_DATA"
+    override_usage = "agent plan [OPTIONS] MODE ROOT COPY_DIR\n       agent plan [OPTIONS] interrupt ROOT COPY_DIR INTERRUPT_DATA",
+    after_help = "\
+State directory (as for status, reset and logs): --state-dir, else SKYHOOK_ROOT_DIR, else the one
+directory of the operator's layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>)
+that holds state, else the legacy default /etc/skyhook. The `state:` line says which
+(`state_dir` and `state_source` in JSON)."
 )]
 pub struct Plan {
     /// A stage MODE (apply, apply-check, config, ...) or `interrupt`.
@@ -34,6 +40,10 @@ pub struct Plan {
     copy_dir: PathBuf,
     /// INTERRUPT_DATA (base64 JSON), with `interrupt` only.
     data: Option<String>,
+    /// STATE as a host path (e.g. /var/lib/skyhook/sk1), instead of SKYHOOK_ROOT_DIR or the
+    /// one directory of the operator's layout found on the host.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Show a unified diff (host file, then root_dir file) for each `changed` overlay file;
@@ -77,6 +87,12 @@ pub fn run(args: &Plan) -> ExitCode {
         Err(e) => return fail(&anyhow::Error::from(e)),
     };
     crate::init_logging(&rt);
+    let located =
+        match super::state::locate_one(&HostFs::new(&args.root), &rt, args.state_dir.as_deref()) {
+            Ok(located) => located,
+            Err(e) => return usage(&e),
+        };
+    let rt = located.runtime(&rt);
     for w in &rt.warnings {
         tracing::warn!("{w}");
     }
@@ -87,8 +103,8 @@ pub fn run(args: &Plan) -> ExitCode {
         Err(e) => return fail(&anyhow::Error::from(e)),
     };
     let result = match stage_mode {
-        Some(mode) => stage(&rt, mode, args, &checked.copy_dir),
-        None => interrupt(&rt, args, &checked),
+        Some(mode) => stage(&rt, mode, args, &checked.copy_dir, &located),
+        None => interrupt(&rt, args, &checked, &located),
     };
     match result {
         Ok((text, ok)) => {
@@ -120,7 +136,13 @@ fn env() -> Vec<(OsString, OsString)> {
 }
 
 /// The rendered plan, and whether the run is expected to get through it.
-fn stage(rt: &Runtime, mode: Mode, args: &Plan, copy_dir: &Path) -> anyhow::Result<(String, bool)> {
+fn stage(
+    rt: &Runtime,
+    mode: Mode,
+    args: &Plan,
+    copy_dir: &Path,
+    located: &Located,
+) -> anyhow::Result<(String, bool)> {
     let fs = HostFs::new(&args.root);
     let p = plan::plan_stage(&fs, rt, mode, copy_dir, &env())?;
     let ok = p.failure.is_none();
@@ -133,9 +155,9 @@ fn stage(rt: &Runtime, mode: Mode, args: &Plan, copy_dir: &Path) -> anyhow::Resu
         Vec::new()
     };
     let text = match args.format {
-        Format::Json => json_with_diffs(&p, &diffs),
+        Format::Json => json_with_diffs(&p, &diffs, located),
         Format::Text => {
-            let mut s = render_stage(&p, &args.root);
+            let mut s = render_stage(&p, &args.root, located);
             render_diffs(&mut s, &p.writes, &diffs);
             s
         }
@@ -145,8 +167,8 @@ fn stage(rt: &Runtime, mode: Mode, args: &Plan, copy_dir: &Path) -> anyhow::Resu
 
 /// The stage plan as JSON, with a `diff` field (text, or `{"not_shown": why}`) on each
 /// changed overlay file when `--diff` was given.
-fn json_with_diffs(p: &StagePlan, diffs: &[Option<OverlayDiff>]) -> String {
-    let mut v = serde_json::to_value(p).expect("plans serialize");
+fn json_with_diffs(p: &StagePlan, diffs: &[Option<OverlayDiff>], located: &Located) -> String {
+    let mut v = with_state(p, located);
     if let Some(writes) = v
         .get_mut("writes")
         .and_then(serde_json::Value::as_array_mut)
@@ -183,6 +205,7 @@ fn interrupt(
     rt: &Runtime,
     args: &Plan,
     checked: &preflight::Validated,
+    located: &Located,
 ) -> anyhow::Result<(String, bool)> {
     let rid = &checked.resource_id;
     let decoded = <dyn Interrupt>::from_base64(args.data.as_deref().unwrap_or_default())?;
@@ -211,10 +234,18 @@ fn interrupt(
     }
     let ok = p.failure.is_none();
     let text = match args.format {
-        Format::Json => json(&p),
-        Format::Text => render_interrupt(&p, &args.root),
+        Format::Json => json(&with_state(&p, located)),
+        Format::Text => render_interrupt(&p, &args.root, located),
     };
     Ok((text, ok))
+}
+
+/// The plan as a JSON object, with the STATE it read and how it was chosen.
+fn with_state(plan: &impl serde::Serialize, located: &Located) -> serde_json::Value {
+    let mut v = serde_json::to_value(plan).expect("plans serialize");
+    v["state_dir"] = serde_json::json!(located.state_dir);
+    v["state_source"] = serde_json::json!(located.source);
+    v
 }
 
 fn json(value: &impl serde::Serialize) -> String {
@@ -227,7 +258,7 @@ fn json(value: &impl serde::Serialize) -> String {
 const ACTION: usize = 11;
 const INDENT: &str = "               ";
 
-fn render_stage(p: &StagePlan, root: &Path) -> String {
+fn render_stage(p: &StagePlan, root: &Path, located: &Located) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -237,6 +268,7 @@ fn render_stage(p: &StagePlan, root: &Path) -> String {
         p.version,
         root.display()
     );
+    let _ = writeln!(s, "{}", located.line());
     let _ = writeln!(s, "config: {}", p.config);
     let _ = writeln!(s, "step markers: {}", p.flags_dir);
     if let Some([previous, current]) = &p.versions {
@@ -291,7 +323,7 @@ fn steps(n: usize) -> String {
     format!("{n} step{}", if n == 1 { "" } else { "s" })
 }
 
-fn render_interrupt(p: &InterruptPlan, root: &Path) -> String {
+fn render_interrupt(p: &InterruptPlan, root: &Path, located: &Located) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -300,6 +332,7 @@ fn render_interrupt(p: &InterruptPlan, root: &Path) -> String {
         p.resource_id,
         root.display()
     );
+    let _ = writeln!(s, "{}", located.line());
     let _ = writeln!(s, "payload: {}", p.payload);
     let _ = writeln!(s, "interrupt markers: {}", p.markers_dir);
     let _ = writeln!(

@@ -24,7 +24,7 @@ use agent_core::state::interrupt_markers;
 use agent_core::state::locks::{self, Holder, TryLock};
 use agent_core::state::markers::StepMarkers;
 use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
-use agent_core::state::status::{self, RESET_MODE};
+use agent_core::state::status::RESET_MODE;
 use serde::Serialize;
 
 use super::interrupts::Format;
@@ -45,8 +45,9 @@ Step markers are removed under both names (the legacy and the Go agent's); inter
 are the .complete, .pending and .attempts files of each operation. The history file, logs and
 results records are kept.
 
-State directory: --state-dir, else SKYHOOK_ROOT_DIR, else the one directory of the operator's
-layout (/var/lib/skyhook/<name>) that holds state.
+State directory (as for status, plan and logs): --state-dir, else SKYHOOK_ROOT_DIR, else the one
+directory of the operator's layout (/var/lib/skyhook/<name>) that holds state; the `state:` line
+says which.
 
 Exit codes:
   0  shown, or removed (also when there is nothing to remove)
@@ -152,6 +153,11 @@ struct Target {
 struct Report {
     /// What was asked for, in words.
     scope: String,
+    /// The STATE read, and how it was chosen.
+    state_dir: PathBuf,
+    state_source: &'static str,
+    #[serde(skip)]
+    state_line: String,
     /// Whether the files were removed (`--yes`).
     removed: bool,
     files: Vec<String>,
@@ -202,11 +208,9 @@ fn fail(f: &Failure) -> ExitCode {
 
 fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     let fs = HostFs::new(&args.root);
-    let state = state_dir(&fs, rt, args)?;
-    let rt = Runtime {
-        state_dir: state.clone(),
-        ..rt.clone()
-    };
+    let located =
+        super::state::locate_one(&fs, rt, args.state_dir.as_deref()).map_err(Failure::Usage)?;
+    let rt = located.runtime(rt);
     let what = if let Some(copy_dir) = &args.copy_dir {
         What::Steps(select_steps(&fs, copy_dir, args)?)
     } else if let Some(package) = &args.package {
@@ -266,32 +270,13 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     drop(held);
     Ok(Report {
         scope,
+        state_dir: located.state_dir.clone(),
+        state_source: located.source,
+        state_line: located.line(),
         removed: args.yes,
         files,
         records,
     })
-}
-
-/// `--state-dir`, else SKYHOOK_ROOT_DIR, else the one STATE of the operator's layout.
-fn state_dir(fs: &HostFs, rt: &Runtime, args: &Reset) -> Result<PathBuf, Failure> {
-    if let Some(dir) = &args.state_dir {
-        return HostFs::clean(dir)
-            .map_err(|e| Failure::Usage(format!("--state-dir {}: {e}", dir.display())));
-    }
-    if std::env::var_os("SKYHOOK_ROOT_DIR").is_some_and(|v| !v.is_empty()) {
-        return Ok(rt.state_dir.clone());
-    }
-    let found = status::discover(fs, &rt.state_dir, &rt.log_dir);
-    match found.as_slice() {
-        [(state, _)] => Ok(state.clone()),
-        many => Err(Failure::Usage(format!(
-            "several state directories hold agent state ({}); choose one with --state-dir",
-            many.iter()
-                .map(|(s, _)| s.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
 }
 
 /// What a reset is asked to make run again, known before STATE is read: its scope and the lock
@@ -614,6 +599,7 @@ fn describe(h: &Holder) -> String {
 fn render(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "reset: {}", r.scope);
+    let _ = writeln!(s, "{}", r.state_line);
     if r.files.is_empty() {
         let _ = writeln!(s, "nothing to remove: it already runs again");
         return s;

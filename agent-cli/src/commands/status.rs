@@ -22,9 +22,10 @@ Then, for each state directory, each package and interrupt resource with its own
 last `errors:`: what failed (step, exit code, log file, results record) and state that cannot
 be read.
 
-State directory: --state-dir, else SKYHOOK_ROOT_DIR, else every directory of the operator's
-layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>) and the legacy default
-/etc/skyhook that holds state.
+State directory (as for plan, reset and logs): --state-dir, else SKYHOOK_ROOT_DIR, else every
+directory of the operator's layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>)
+and the legacy default /etc/skyhook that holds state. The `state:` line says which, and how it
+was chosen (`state_source` in JSON).
 
 Environment: SKYHOOK_ROOT_DIR, SKYHOOK_LOG_DIR, SKYHOOK_REBOOT_MAX_ATTEMPTS (for `attempts n of
 N`).
@@ -52,7 +53,18 @@ pub struct Status {
 struct Report {
     status: Verdict,
     errors: Vec<StatusError>,
-    states: Vec<HostStatus>,
+    states: Vec<State>,
+}
+
+/// One STATE directory's status, and how it was chosen.
+#[derive(Debug, Serialize)]
+struct State {
+    #[serde(flatten)]
+    status: HostStatus,
+    /// `--state-dir`, `SKYHOOK_ROOT_DIR`, `found` or `default`.
+    state_source: &'static str,
+    #[serde(skip)]
+    line: String,
 }
 
 const EXIT_FAILED: u8 = 1;
@@ -68,42 +80,27 @@ pub fn run(args: &Status) -> ExitCode {
     };
     crate::init_logging(&rt);
     let fs = HostFs::new(&args.root);
-    let dirs = match &args.state_dir {
-        Some(dir) => match HostFs::clean(dir) {
-            Ok(dir) => vec![(dir, rt.log_dir.clone())],
-            Err(e) => {
-                eprintln!("error: --state-dir {}: {e}", dir.display());
-                return ExitCode::from(EXIT_USAGE);
-            }
-        },
-        None if env_set("SKYHOOK_ROOT_DIR") => vec![(rt.state_dir.clone(), rt.log_dir.clone())],
-        None => status::discover(&fs, &rt.state_dir, &rt.log_dir)
-            .into_iter()
-            .map(|(state, logs)| {
-                // SKYHOOK_LOG_DIR, when set, names LOGS for every state found.
-                let logs = if env_set("SKYHOOK_LOG_DIR") {
-                    rt.log_dir.clone()
-                } else {
-                    logs
-                };
-                (state, logs)
-            })
-            .collect(),
+    let located = match super::state::locate(&fs, &rt, args.state_dir.as_deref()) {
+        Ok(located) => located,
+        Err(e) => {
+            crate::eprint_out(&format!("error: {e}\n"));
+            return ExitCode::from(EXIT_USAGE);
+        }
     };
-    let states: Vec<HostStatus> = dirs
+    let states: Vec<State> = located
         .into_iter()
-        .map(|(state_dir, log_dir)| {
-            let rt = Runtime {
-                state_dir,
-                log_dir,
-                ..rt.clone()
-            };
-            status::collect(&fs, &rt)
+        .map(|located| State {
+            status: status::collect(&fs, &located.runtime(&rt)),
+            state_source: located.source,
+            line: located.line(),
         })
         .collect();
     let report = Report {
-        status: Verdict::combine(states.iter().map(|s| s.status)),
-        errors: states.iter().flat_map(|s| s.errors.clone()).collect(),
+        status: Verdict::combine(states.iter().map(|s| s.status.status)),
+        errors: states
+            .iter()
+            .flat_map(|s| s.status.errors.clone())
+            .collect(),
         states,
     };
     let text = if args.json || args.format == Format::Json {
@@ -121,10 +118,6 @@ pub fn run(args: &Status) -> ExitCode {
     }
 }
 
-fn env_set(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| !v.is_empty())
-}
-
 fn render(report: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "status: {}", report.status.as_str());
@@ -140,8 +133,9 @@ fn render(report: &Report) -> String {
     s
 }
 
-fn render_state(s: &mut String, r: &HostStatus) {
-    let _ = writeln!(s, "state: {} (logs: {})", r.state_dir, r.log_dir);
+fn render_state(s: &mut String, state: &State) {
+    let r = &state.status;
+    let _ = writeln!(s, "{}", state.line);
     let _ = writeln!(
         s,
         "boot ID: {}",

@@ -166,15 +166,18 @@ pub(crate) const OPERATOR_LOG_PARENT: &str = "/var/log/skyhook";
 /// Entries a STATE directory of this agent or its predecessors holds.
 const STATE_ENTRIES: &[&str] = &["flags", "history", "results", "interrupts", "locks"];
 
+/// Whether `dir` holds an entry of a STATE directory (flags, history, results, …).
+pub fn holds_state(fs: &HostFs, dir: &Path) -> bool {
+    fs.list_dir(dir)
+        .is_ok_and(|names| names.iter().any(|n| STATE_ENTRIES.contains(&n.as_str())))
+}
+
 /// STATE and LOGS pairs to report when `SKYHOOK_ROOT_DIR` is not set: the legacy default
 /// (`legacy_state`, `legacy_logs`) when it holds state, and each `/var/lib/skyhook/<name>` that
 /// does (the operator sets `SKYHOOK_ROOT_DIR` to one per Skyhook), with
 /// `/var/log/skyhook/<name>` as its LOGS. The legacy default alone when none holds state.
 pub fn discover(fs: &HostFs, legacy_state: &Path, legacy_logs: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let holds_state = |dir: &Path| {
-        fs.list_dir(dir)
-            .is_ok_and(|names| names.iter().any(|n| STATE_ENTRIES.contains(&n.as_str())))
-    };
+    let holds_state = |dir: &Path| holds_state(fs, dir);
     let mut found = Vec::new();
     if holds_state(legacy_state) {
         found.push((legacy_state.to_path_buf(), legacy_logs.to_path_buf()));
