@@ -47,6 +47,11 @@ pub fn adopt() {
 /// End the agent's descendants: SIGTERM, then SIGKILL to those still running after `grace`.
 /// Called when the agent exits, once no operation runs.
 pub fn end(grace: Duration) {
+    // Every descendant of a subreaper is a child of it or below one: with no child (the run
+    // started no process, or all were reaped), there is nothing to look for in `/proc`.
+    if !has_children() {
+        return;
+    }
     let me = Pid::this().as_raw();
     let first = descendants(me);
     if first.is_empty() {
@@ -164,6 +169,16 @@ fn descendants(root: i32) -> Vec<Process> {
     found.into_iter().map(process).collect()
 }
 
+/// Whether the agent has any child, running or not yet reaped (`waitid(2)` fails with
+/// `ECHILD` only when there is none; `WNOWAIT` leaves an exited one to be reaped as before).
+fn has_children() -> bool {
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(
+        nix::sys::wait::waitid(nix::sys::wait::Id::All, flags),
+        Err(nix::errno::Errno::ECHILD)
+    )
+}
+
 /// Every pid in `/proc`.
 fn pids() -> impl Iterator<Item = i32> {
     std::fs::read_dir("/proc")
@@ -204,6 +219,17 @@ fn process(pid: i32) -> Process {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exited_child_counts_as_a_child_and_stays_to_be_reaped() {
+        let mut child = std::process::Command::new("/bin/true").spawn().unwrap();
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        // Wait for it to exit without reaping it.
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+        nix::sys::wait::waitid(nix::sys::wait::Id::Pid(pid), flags).unwrap();
+        assert!(has_children());
+        assert!(child.wait().unwrap().success(), "still there to be reaped");
+    }
 
     #[test]
     fn describes_processes_by_pid_and_command() {

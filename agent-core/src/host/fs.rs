@@ -195,14 +195,23 @@ impl HostFs {
         sync: DirSync,
         contents: &[u8],
     ) -> Result<(), HostFsError> {
+        Self::replace_with(dir, target, mode, sync, |file| file.write_all(contents))
+    }
+
+    /// [`replace`](Self::replace) with contents written by `write`.
+    fn replace_with(
+        dir: &OwnedFd,
+        target: &Target,
+        mode: u32,
+        sync: DirSync,
+        write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> Result<(), HostFsError> {
         match entry_kind(dir, &target.name, &target.host)? {
             None | Some(Kind::File) => {}
             Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
             Some(kind) => return Err(not_a_regular_file(&target.host, kind)),
         }
-        replace_in(dir, &target.dir, &target.name, mode, sync, |file| {
-            file.write_all(contents)
-        })
+        replace_in(dir, &target.dir, &target.name, mode, sync, write)
     }
 
     /// Atomic replace without durability, for diagnostics (results records, metrics; SPEC
@@ -219,6 +228,20 @@ impl HostFs {
         mode: u32,
         create_dirs: bool,
     ) -> Result<(), HostFsError> {
+        self.write_diagnostic_with(host_path, mode, create_dirs, |file| {
+            file.write_all(contents)
+        })
+    }
+
+    /// [`write_diagnostic`](Self::write_diagnostic) of what `write` writes into the temp
+    /// file, for contents produced as they are written rather than held whole.
+    pub fn write_diagnostic_with(
+        &self,
+        host_path: &Path,
+        mode: u32,
+        create_dirs: bool,
+        write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    ) -> Result<(), HostFsError> {
         let target = Self::split(host_path)?;
         let missing = if create_dirs {
             Missing::CreateUnsynced
@@ -228,7 +251,7 @@ impl HostFs {
         let dir = self
             .walk(&target.dir, missing)?
             .ok_or_else(|| io_error("writing", &target.host, Errno::ENOENT))?;
-        Self::replace(&dir, &target, mode, DirSync::Never, contents)
+        Self::replace_with(&dir, &target, mode, DirSync::Never, write)
     }
 
     /// Read a state file of at most `bound` bytes ([`MARKER_BOUND`], [`RECORD_BOUND`]):

@@ -1,8 +1,9 @@
 //! config.json schema v1: validation whose findings name the JSON path (SPEC §7).
 //!
-//! The document is parsed into a [`serde_json::Value`] and checked by hand rather than through
-//! `#[derive(Deserialize)]`: serde stops at the first problem and its messages name neither the
-//! JSON path nor the rule, while `agent validate` must report every finding with its path. One
+//! The document is checked by hand rather than through `#[derive(Deserialize)]`: serde stops
+//! at the first problem and its messages name neither the JSON path nor the rule, while
+//! `agent validate` must report every finding with its path. It is never held as one tree:
+//! the step objects are read, checked and turned into [`Step`]s one at a time (`stream`). One
 //! validator serves [`PackageConfig::from_slice`], [`PackageConfig::load`] and [`lint`]; they
 //! differ only in strictness (unknown fields) and in which files they look at.
 
@@ -211,6 +212,7 @@ pub(crate) fn expected_check_path(step_path: &str) -> String {
     }
 }
 
+mod stream;
 mod validation;
 
 use validation::{Files, Strictness, Validator, path_sort_key};

@@ -16,7 +16,8 @@
 //! docs/metrics.md.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -197,29 +198,61 @@ pub fn record(
     };
     package.clone_into(&mut metrics.package);
     metrics.fold(run);
-    let text = metrics.render(build);
-
-    let mut sidecar_bytes = serde_json::to_vec_pretty(&metrics).expect("metrics serialize");
-    sidecar_bytes.push(b'\n');
+    // Each file is written as it is produced, one at a time: with a line per series of every
+    // step, holding them whole would make the agent's peak memory grow with the package.
     let metrics_dir = dir(state_dir);
     fs.clean_stale_temps(&metrics_dir);
-    if let Err(e) = fs.write_diagnostic(&sidecar, &sidecar_bytes, 0o600, true) {
+    if let Err(e) = super::write_json_diagnostic(fs, &sidecar, &metrics, 0o600) {
         written.failures.push((sidecar, e));
     }
+    let render = |file: &mut std::fs::File| render_to_file(&metrics, build, file);
     let prom = prom_path(state_dir, package);
-    match fs.write_diagnostic(&prom, text.as_bytes(), PROM_MODE, true) {
+    match fs.write_diagnostic_with(&prom, PROM_MODE, true, render) {
         Ok(()) => written.files.push(prom),
         Err(e) => written.failures.push((prom, e)),
     }
     if let Some(dir) = textfile_dir {
         let file = dir.join(textfile_name(package));
         fs.clean_stale_temps(dir);
-        match fs.write_diagnostic(&file, text.as_bytes(), PROM_MODE, false) {
+        match fs.write_diagnostic_with(&file, PROM_MODE, false, render) {
             Ok(()) => written.files.push(file),
             Err(e) => written.failures.push((file, e)),
         }
     }
     written
+}
+
+/// The text format written through a buffer into `file`.
+fn render_to_file(
+    metrics: &PackageMetrics,
+    build: (&str, &str),
+    file: &mut std::fs::File,
+) -> io::Result<()> {
+    /// `fmt::Write` over an `io::Write`, keeping the first I/O error.
+    struct Sink<W> {
+        out: W,
+        error: Option<io::Error>,
+    }
+    impl<W: io::Write> fmt::Write for Sink<W> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            if self.error.is_some() {
+                return Err(fmt::Error);
+            }
+            self.out.write_all(s.as_bytes()).map_err(|e| {
+                self.error = Some(e);
+                fmt::Error
+            })
+        }
+    }
+    let mut sink = Sink {
+        out: io::BufWriter::new(file),
+        error: None,
+    };
+    metrics.render_into(build, &mut sink);
+    match sink.error {
+        Some(e) => Err(e),
+        None => sink.out.flush(),
+    }
 }
 
 fn unix_micros(t: SystemTime) -> u64 {
@@ -296,8 +329,16 @@ impl PackageMetrics {
     }
 
     /// The text format, families in a fixed order, series sorted.
-    pub fn render(&self, (agent_version, git_sha): (&str, &str)) -> String {
-        let mut out = Text::default();
+    pub fn render(&self, build: (&str, &str)) -> String {
+        let mut text = String::new();
+        self.render_into(build, &mut text);
+        text
+    }
+
+    /// [`render`](Self::render) into `sink`, as it goes: a file written through it never has
+    /// the whole text in memory (about 1 KiB per step).
+    pub fn render_into(&self, (agent_version, git_sha): (&str, &str), sink: &mut dyn fmt::Write) {
+        let mut out = Text(sink);
         let pkg = self.package.as_str();
 
         out.family(
@@ -451,7 +492,6 @@ impl PackageMetrics {
                 out.sample_owned(name, &labels, &value(i).to_string());
             }
         }
-        out.0
     }
 }
 
@@ -461,7 +501,7 @@ type OperationValue = fn(&OperationFigures) -> String;
 
 /// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations.
 fn operation_families(
-    out: &mut Text,
+    out: &mut Text<'_>,
     prefix: &str,
     what: &str,
     series: &[(Vec<(&str, String)>, &OperationFigures)],
@@ -545,26 +585,25 @@ fn secs(us: u64) -> String {
     format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
-#[derive(Default)]
-struct Text(String);
+struct Text<'w>(&'w mut dyn fmt::Write);
 
-impl Text {
+impl Text<'_> {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
-        self.0.push_str(name);
+        let _ = self.0.write_str(name);
         if !labels.is_empty() {
-            self.0.push('{');
+            let _ = self.0.write_char('{');
             for (i, (k, v)) in labels.iter().enumerate() {
                 if i > 0 {
-                    self.0.push(',');
+                    let _ = self.0.write_char(',');
                 }
                 let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
             }
-            self.0.push('}');
+            let _ = self.0.write_char('}');
         }
         let _ = writeln!(self.0, " {value}");
     }

@@ -190,12 +190,10 @@ pub fn path(state_dir: &Path, package: &str, version: &str, name: &str) -> PathB
 /// (SPEC §5). SPEC §8.12: the record is a diagnostic, written by atomic rename (never torn)
 /// but not fsynced; a crash may lose the last record, never what decides whether work runs.
 pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsError> {
-    let mut bytes = serde_json::to_vec_pretty(record).expect("results serialize");
-    bytes.push(b'\n');
     if let Some(dir) = file.parent() {
         fs.clean_stale_temps(dir);
     }
-    fs.write_diagnostic(file, &bytes, 0o600, true)
+    super::write_json_diagnostic(fs, file, record, 0o600)
 }
 
 /// Read a record; `None` when missing or unreadable as a record. One larger than

@@ -1075,3 +1075,56 @@ mod load_tests {
         assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
     }
 }
+
+/// The document is read one step at a time; its findings and model must still be those of
+/// the whole tree: the first error by the canonical order of modes whatever their order in
+/// the text, and a key given twice keeping its last value.
+#[test]
+fn findings_and_model_do_not_depend_on_key_order_or_repetition() {
+    let s = |name: &str, path: &str| step(name, path).to_string();
+    let bad = r#"{"name":"b","path":"/abs.sh","arguments":[],"returncodes":[0],"on_host":true,"idempotence":false,"upgrade_step":false}"#;
+    // `config` (invalid) comes first in the text, `apply` (invalid) after: apply is reported.
+    let doc = format!(
+        r#"{{"modes": {{"config": [{bad}], "bogus": 1, "apply": [{}, {bad}], "apply-check": [{}], "config-check": [{}]}},
+           "schema_version": "v1", "package_name": "pkg", "package_version": "1.0.0", "expected_config_files": []}}"#,
+        s("a", "a.sh"),
+        s("ac", "a_check.sh"),
+        s("cc", "cfg_check.sh"),
+    );
+    assert_eq!(
+        first_error_bytes(doc.as_bytes()),
+        "modes.apply[1].path: \"/abs.sh\" must be a relative path"
+    );
+    let mut paths: Vec<String> = lint(
+        doc.as_bytes(),
+        Path::new("/nonexistent"),
+        Path::new("/nonexistent"),
+    )
+    .into_iter()
+    .filter(|f| f.severity == Severity::Error && !f.message.starts_with("step file"))
+    .map(|f| f.path)
+    .collect();
+    paths.dedup();
+    assert_eq!(
+        paths,
+        ["modes.apply[1].path", "modes.bogus", "modes.config[0].path"]
+    );
+
+    // An invalid `apply` replaced by a valid one, and `modes` itself given twice: the last wins.
+    let doc = format!(
+        r#"{{"schema_version": "v1", "package_name": "pkg", "package_version": "1.0.0", "expected_config_files": [],
+           "modes": {{"uninstall": 3}},
+           "modes": {{"apply": [{bad}], "apply-check": [{}], "apply": [{}, {}]}}}}"#,
+        s("ac", "a_check.sh"),
+        s("a1", "a1.sh"),
+        s("a2", "a2.sh"),
+    );
+    let (config, _) = PackageConfig::from_slice(doc.as_bytes()).expect("the last keys are valid");
+    let names: Vec<&str> = config
+        .steps(Mode::Apply)
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["a1", "a2"]);
+    assert!(config.steps(Mode::Uninstall).is_empty());
+}

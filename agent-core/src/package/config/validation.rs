@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::stream::{self, Modes, Streamed};
 use super::{
     ConfigError, Finding, NO_DEFINED_STEPS, PackageConfig, SCHEMA_VERSION, STEP_NAME_PATTERN,
     Severity, expected_check_path, is_semver,
@@ -115,7 +116,7 @@ impl Validator {
         }
     }
 
-    fn error(&mut self, path: &str, message: impl Into<String>) {
+    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
         self.push(Severity::Error, path, message.into());
     }
 
@@ -153,21 +154,22 @@ impl Validator {
             }
         };
         // serde_json refuses nesting deeper than 128 levels, so hostile input cannot overflow
-        // the stack here or in the recursive drop of the value.
-        let doc: Value = match serde_json::from_str(text) {
-            Ok(doc) => doc,
+        // the stack here or in the recursive drop of a value.
+        let doc = match stream::parse(text, self.strictness) {
+            Ok(Streamed::Parsed(doc)) => doc,
+            Ok(Streamed::Other(other)) => {
+                self.error(
+                    "",
+                    format!("expected a JSON object, found {}", describe(&other)),
+                );
+                return None;
+            }
             Err(e) => {
                 self.error("", format!("config is not valid JSON: {e}"));
                 return None;
             }
         };
-        let Some(top) = doc.as_object() else {
-            self.error(
-                "",
-                format!("expected a JSON object, found {}", describe(&doc)),
-            );
-            return None;
-        };
+        let top = &doc.top;
 
         let schema_version = self
             .required(top, "", "schema_version")
@@ -222,9 +224,17 @@ impl Validator {
                 .collect();
         }
 
-        let modes = self
-            .required(top, "", "modes")
-            .and_then(|v| self.modes(v, &mut parsed));
+        let modes = match doc.modes {
+            None => {
+                self.missing("", "modes");
+                None
+            }
+            Some(Streamed::Other(other)) => {
+                self.expected_object(&other, "modes");
+                None
+            }
+            Some(Streamed::Parsed(modes)) => self.modes(modes, &mut parsed),
+        };
 
         // `root_dir` is read by the legacy agent's packaging tooling, never by the agent.
         if let Some(root_dir) = top.get("root_dir").filter(|v| !v.is_string()) {
@@ -264,57 +274,24 @@ impl Validator {
     }
 
     /// `modes` and the whole-document rules over it. `None` if any step did not validate.
-    fn modes(&mut self, value: &Value, parsed: &mut Parsed) -> Option<BTreeMap<Mode, Vec<Step>>> {
-        let object = self.object(value, "modes")?;
+    fn modes(&mut self, keys: Modes, parsed: &mut Parsed) -> Option<BTreeMap<Mode, Vec<Step>>> {
         let mut complete = true;
         let mut modes = BTreeMap::new();
         // Per mode: the number of step entries (valid or not) and the well-formed step paths.
         let mut counts: BTreeMap<Mode, usize> = BTreeMap::new();
         let mut paths: BTreeMap<Mode, Vec<(String, String)>> = BTreeMap::new();
-
-        let mut keys: Vec<(Option<Mode>, &str)> = object
-            .keys()
-            .map(|k| (k.parse::<Mode>().ok(), k.as_str()))
-            .collect();
-        // Known modes in their canonical order, then the unknown keys: the order of findings
-        // must not depend on how serde_json orders object keys.
-        keys.sort_by_key(|&(mode, key)| (mode.is_none(), mode, key));
-        for (mode, key) in keys {
-            let mode_path = field("modes", key);
-            let Some(mode) = mode else {
-                let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
-                self.error(
-                    &mode_path,
-                    format!(
-                        "unknown stage mode {} (expected one of {})",
-                        quote(key),
-                        known.join(", ")
-                    ),
-                );
+        for (_, key) in keys {
+            self.findings.extend(key.findings);
+            let (Some(mode), Some(steps)) = (key.mode, key.steps) else {
                 complete = false;
                 continue;
             };
-            let Some(items) = self.array(&object[key], &mode_path) else {
-                complete = false;
-                continue;
-            };
-            counts.insert(mode, items.len());
-            let mut steps = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                let step_path = index(&mode_path, i);
-                let (step, path) = self.step(item, &step_path, mode);
-                if let Some(path) = path {
-                    paths
-                        .entry(mode)
-                        .or_default()
-                        .push((field(&step_path, "path"), path));
-                }
-                match step {
-                    Some(step) => steps.push(step),
-                    None => complete = false,
-                }
+            counts.insert(mode, steps.count);
+            if !steps.paths.is_empty() {
+                paths.insert(mode, steps.paths);
             }
-            modes.insert(mode, steps);
+            complete &= steps.complete;
+            modes.insert(mode, steps.steps);
         }
 
         self.document_rules(&counts, &paths);
@@ -385,7 +362,12 @@ impl Validator {
 
     /// One step object. Returns the step if every field validated, and its `path` if that
     /// field alone is well-formed (so file checks still run on an otherwise broken step).
-    fn step(&mut self, value: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>) {
+    pub(super) fn step(
+        &mut self,
+        value: &Value,
+        path: &str,
+        mode: Mode,
+    ) -> (Option<Step>, Option<String>) {
         let Some(object) = self.object(value, path) else {
             return (None, None);
         };
@@ -611,9 +593,13 @@ impl Validator {
     ) -> Option<&'v Value> {
         let value = object.get(key);
         if value.is_none() {
-            self.error(&field(parent, key), "required field is missing");
+            self.missing(parent, key);
         }
         value
+    }
+
+    fn missing(&mut self, parent: &str, key: &str) {
+        self.error(&field(parent, key), "required field is missing");
     }
 
     fn string<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v str> {
@@ -641,23 +627,31 @@ impl Validator {
     fn array<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Vec<Value>> {
         let a = value.as_array();
         if a.is_none() {
-            self.error(
-                path,
-                format!("expected an array, found {}", describe(value)),
-            );
+            self.expected_array(value, path);
         }
         a
+    }
+
+    pub(super) fn expected_array(&mut self, value: &Value, path: &str) {
+        self.error(
+            path,
+            format!("expected an array, found {}", describe(value)),
+        );
     }
 
     fn object<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Map<String, Value>> {
         let o = value.as_object();
         if o.is_none() {
-            self.error(
-                path,
-                format!("expected an object, found {}", describe(value)),
-            );
+            self.expected_object(value, path);
         }
         o
+    }
+
+    fn expected_object(&mut self, value: &Value, path: &str) {
+        self.error(
+            path,
+            format!("expected an object, found {}", describe(value)),
+        );
     }
 
     fn string_array(&mut self, value: &Value, path: &str) -> Option<Vec<String>> {

@@ -1,0 +1,254 @@
+//! The document pass without a tree of the whole document: the top-level fields are small and
+//! kept as values, but `modes` is read one step object at a time, each checked and turned into
+//! a [`Step`] as soon as it is parsed and then dropped. The memory of loading a config is then
+//! the config itself plus one step's parse tree, whatever the number of steps.
+//!
+//! The findings are those of the tree-based pass, in the same order: each key of `modes`
+//! collects its findings apart, in document order, and they are put in the canonical order
+//! (known modes first, then unknown keys) once the document is read. A key given twice keeps
+//! its last value, as a `serde_json::Value` object would.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize as _;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::Finding;
+use super::validation::{Strictness, Validator, field, index, quote};
+use crate::package::step::{Mode, Step};
+
+/// A value that is either the shape the pass streams (an object, an array) or anything else,
+/// kept whole so that the finding can describe it.
+pub(super) enum Streamed<T> {
+    Parsed(T),
+    Other(Value),
+}
+
+/// The document: every top-level field but `modes`, and `modes` if present (the last one).
+pub(super) struct Document {
+    pub(super) top: Map<String, Value>,
+    pub(super) modes: Option<Streamed<Modes>>,
+}
+
+/// What one key of `modes` gave.
+pub(super) struct ModeKey {
+    pub(super) mode: Option<Mode>,
+    pub(super) findings: Vec<Finding>,
+    /// `None` for an unknown mode or a value that is not an array.
+    pub(super) steps: Option<ModeSteps>,
+}
+
+/// The steps of one mode.
+pub(super) struct ModeSteps {
+    /// Every step entry, valid or not.
+    pub(super) count: usize,
+    /// The steps that validated; `complete` is false if any did not.
+    pub(super) steps: Vec<Step>,
+    pub(super) complete: bool,
+    /// `(json path, step path)` of every step whose `path` is well-formed.
+    pub(super) paths: Vec<(String, String)>,
+}
+
+/// The keys of `modes`, in the order their findings are reported: known modes in canonical
+/// order, then unknown keys by name.
+pub(super) type Modes = BTreeMap<(bool, Option<Mode>, String), ModeKey>;
+
+/// Parse `text` as a whole (trailing characters are an error, as for `serde_json::from_str`).
+/// The error is serde_json's, for the caller's "not valid JSON" finding. Nesting is limited by
+/// serde_json to 128 levels, as for a tree.
+pub(super) fn parse(
+    text: &str,
+    strictness: Strictness,
+) -> Result<Streamed<Document>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let doc = Top { strictness }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(doc)
+}
+
+/// The `visit_*` methods of every value the pass does not stream: the value itself.
+macro_rules! other_values {
+    () => {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+            Ok(Streamed::Other(Value::Bool(v)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Streamed::Other(Value::from(v)))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Streamed::Other(Value::from(v)))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Streamed::Other(Value::from(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Streamed::Other(Value::String(v.to_owned())))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Streamed::Other(Value::Null))
+        }
+    };
+}
+
+/// A visitor used as its own seed, for any JSON value.
+macro_rules! visited_seed {
+    ($t:ty) => {
+        impl<'de> DeserializeSeed<'de> for $t {
+            type Value = <Self as Visitor<'de>>::Value;
+
+            fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    };
+}
+
+/// An array where an object is streamed, kept whole.
+fn other_seq<'de, T, A: SeqAccess<'de>>(seq: A) -> Result<Streamed<T>, A::Error> {
+    Value::deserialize(SeqAccessDeserializer::new(seq)).map(Streamed::Other)
+}
+
+/// The top-level object.
+struct Top {
+    strictness: Strictness,
+}
+
+visited_seed!(Top);
+
+impl<'de> Visitor<'de> for Top {
+    type Value = Streamed<Document>;
+
+    other_values!();
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        other_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut top = Map::new();
+        let mut modes = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "modes" {
+                modes = Some(map.next_value_seed(ModesSeed {
+                    strictness: self.strictness,
+                })?);
+            } else {
+                let value: Value = map.next_value()?;
+                top.insert(key, value);
+            }
+        }
+        Ok(Streamed::Parsed(Document { top, modes }))
+    }
+}
+
+/// The `modes` object.
+struct ModesSeed {
+    strictness: Strictness,
+}
+
+visited_seed!(ModesSeed);
+
+impl<'de> Visitor<'de> for ModesSeed {
+    type Value = Streamed<Modes>;
+
+    other_values!();
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        other_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut modes = Modes::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let mode = key.parse::<Mode>().ok();
+            let mode_path = field("modes", &key);
+            let mut validator = Validator::new(self.strictness);
+            let steps = match mode {
+                None => {
+                    // Parsed whole, as any value of the document is (nesting limit included).
+                    let _: Value = map.next_value()?;
+                    let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+                    validator.error(
+                        &mode_path,
+                        format!(
+                            "unknown stage mode {} (expected one of {})",
+                            quote(&key),
+                            known.join(", ")
+                        ),
+                    );
+                    None
+                }
+                Some(mode) => {
+                    let seed = StepsSeed {
+                        validator: &mut validator,
+                        mode,
+                        mode_path: &mode_path,
+                    };
+                    match map.next_value_seed(seed)? {
+                        Streamed::Parsed(steps) => Some(steps),
+                        Streamed::Other(value) => {
+                            validator.expected_array(&value, &mode_path);
+                            None
+                        }
+                    }
+                }
+            };
+            let entry = ModeKey {
+                mode,
+                findings: validator.findings,
+                steps,
+            };
+            modes.insert((mode.is_none(), mode, key), entry);
+        }
+        Ok(Streamed::Parsed(modes))
+    }
+}
+
+/// The array of one mode: each step object parsed, checked and dropped in turn.
+struct StepsSeed<'a> {
+    validator: &'a mut Validator,
+    mode: Mode,
+    mode_path: &'a str,
+}
+
+visited_seed!(StepsSeed<'_>);
+
+impl<'de> Visitor<'de> for StepsSeed<'_> {
+    type Value = Streamed<ModeSteps>;
+
+    other_values!();
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Value::deserialize(MapAccessDeserializer::new(map)).map(Streamed::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = ModeSteps {
+            count: 0,
+            steps: Vec::new(),
+            complete: true,
+            paths: Vec::new(),
+        };
+        while let Some(item) = seq.next_element::<Value>()? {
+            let step_path = index(self.mode_path, out.count);
+            let (step, path) = self.validator.step(&item, &step_path, self.mode);
+            if let Some(path) = path {
+                out.paths.push((field(&step_path, "path"), path));
+            }
+            match step {
+                Some(step) => out.steps.push(step),
+                None => out.complete = false,
+            }
+            out.count += 1;
+        }
+        out.steps.shrink_to_fit();
+        out.paths.shrink_to_fit();
+        Ok(Streamed::Parsed(out))
+    }
+}
