@@ -62,7 +62,8 @@ struct State {
     #[serde(flatten)]
     status: HostStatus,
     /// `--state-dir`, `SKYHOOK_ROOT_DIR`, `found` or `default`.
-    state_source: &'static str,
+    #[serde(rename = "state_source")]
+    source: &'static str,
     #[serde(skip)]
     line: String,
 }
@@ -91,7 +92,7 @@ pub fn run(args: &Status) -> ExitCode {
         .into_iter()
         .map(|located| State {
             status: status::collect(&fs, &located.runtime(&rt)),
-            state_source: located.source,
+            source: located.source,
             line: located.line(),
         })
         .collect();
