@@ -1,6 +1,6 @@
 //! Running an interrupt (SPEC §9.3–§9.6): per-operation markers, resume, echo and logs; the
 //! after-reboot protocol is in `reboot`. Kinds reach all of it through
-//! [`InterruptContext::operation`]; nothing here knows a kind by name.
+//! [`InterruptContext::operation`](crate::plugin::contract::InterruptContext::operation); nothing here knows a kind by name.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
