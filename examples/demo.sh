@@ -91,7 +91,9 @@ fi
 
 sandbox=$(mktemp -d "${TMPDIR:-/tmp}/agent-demo.XXXXXX")
 sandbox=$(cd "$sandbox" && pwd -P)
-echo "==> agent $("$agent" --version), sandbox directory $sandbox"
+# `--version` prints the version on stdout and `commit <sha>` on stderr.
+echo "==> agent $("$agent" --version 2>/dev/null), $("$agent" --version 2>&1 >/dev/null)," \
+    "sandbox directory $sandbox"
 
 # --- the lower root -----------------------------------------------------------
 if [[ -n ${DEMO_ROOT:-} ]]; then
