@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::util::{
-    COPY_DIR, FakeHost, INTERRUPT_FLAGS, Reaper, Run, STATE, eventually, interrupt_data,
+    COPY_DIR, FakeHost, INTERRUPT_FLAGS, Reaper, Run, STATE, STOPPED, eventually, interrupt_data,
     process_alive,
 };
 
@@ -186,4 +186,89 @@ fn the_running_operation_of_a_killed_agent_is_waited_for_not_started_beside_it()
         ["service_restart_0.complete", "service_restart_1.complete"]
     );
     assert!(!host.read_string(&lock).contains("running:"));
+}
+
+/// Start `json`'s kind with a stop grace of 1 s, wait until its first operation is complete
+/// (the kind is then in its own code, for 10 minutes), and send SIGTERM twice. How the agent
+/// ended, and how long it took from the first signal.
+fn stop_twice_while_it_waits(host: &FakeHost, json: &str) -> (Run, Duration) {
+    let agent = host
+        .tagged_agent()
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "1")
+        .args([
+            "interrupt",
+            &host.root_str(),
+            COPY_DIR,
+            &interrupt_data(json),
+        ])
+        .timeout(Duration::from_secs(40))
+        .spawn_program(&misbehaving());
+    let ty: Value = serde_json::from_str(json).unwrap();
+    let marker = format!(
+        "{INTERRUPT_FLAGS}/{}_0.complete",
+        ty["type"].as_str().unwrap()
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || host.is_file(&marker)),
+        "the first operation never completed"
+    );
+    let signalled = Instant::now();
+    agent.signal("TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    agent.signal("TERM");
+    let run = agent.wait();
+    (run, signalled.elapsed())
+}
+
+#[test]
+fn the_second_signal_stops_a_kind_waiting_in_its_own_code_after_the_grace() {
+    require_root!();
+    let host = gpu_host();
+    let (run, took) = stop_twice_while_it_waits(&host, r#"{"type":"sleeps_between"}"#);
+    run.assert_code(1);
+    // The kind waits 10 minutes; the agent gives it the grace of 1 s.
+    assert!(took < Duration::from_secs(15), "{took:?}: {run:?}");
+    run.assert_stderr_line_contains(&["agent execution failed", STOPPED]);
+    run.assert_stderr_line_contains(&[
+        "did not return within the stop grace after the second termination signal",
+        "kind=\"sleeps_between\"",
+    ]);
+    run.assert_stderr_line_contains(&["run finished", "result=stopped"]);
+    assert_eq!(
+        host.calls(),
+        ["gpu-tool first"],
+        "nothing starts after the stop"
+    );
+    assert_failed_record(&host, STOPPED);
+}
+
+#[test]
+fn a_kind_blocked_in_synchronous_code_cannot_hold_the_agent_past_the_grace() {
+    require_root!();
+    let host = gpu_host();
+    let (run, took) = stop_twice_while_it_waits(&host, r#"{"type":"blocks_between"}"#);
+    run.assert_code(1);
+    assert!(took < Duration::from_secs(15), "{took:?}: {run:?}");
+    let error = r#"interrupt kind "blocks_between" is blocked in synchronous code: it did not return within SKYHOOK_AGENT_STOP_GRACE_SECONDS=1s after the second termination signal, so the agent left it"#;
+    run.assert_stderr_line_contains(&["agent execution failed", error]);
+    run.assert_stderr_line_contains(&["run finished", "result=failed"]);
+    assert_eq!(host.calls(), ["gpu-tool first"]);
+    assert_failed_record(&host, error);
+}
+
+#[test]
+fn the_step_timeout_bounds_a_kind_s_own_code() {
+    require_root!();
+    let host = gpu_host();
+    let run = host
+        .interrupt(&interrupt_data(r#"{"type":"sleeps_between"}"#))
+        .env("SKYHOOK_STEP_TIMEOUT_SECONDS", "1")
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "1")
+        .timeout(Duration::from_secs(40))
+        .run_program(&misbehaving());
+    run.assert_code(1);
+    let error = r#"interrupt kind "sleeps_between" timed out after 1s in its own code (outside its operations; SKYHOOK_STEP_TIMEOUT_SECONDS)"#;
+    run.assert_stderr_line_contains(&["agent execution failed", error]);
+    assert_eq!(host.calls(), ["gpu-tool first"]);
+    assert_failed_record(&host, error);
 }

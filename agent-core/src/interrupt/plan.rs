@@ -241,9 +241,10 @@ pub async fn plan_operations(
         state: Mutex::new(Planned::default()),
     });
     // As in a run: the kind's code on its own thread, a panic caught.
-    let result = worker::run_kind(owned, dry.clone())
+    let limits = worker::Limits::none();
+    let result = worker::run_kind(owned, dry.clone(), &limits)
         .await
-        .into_result(type_name);
+        .into_result(type_name, &limits);
     let operations = std::mem::take(&mut dry.state().operations);
     (operations, result)
 }

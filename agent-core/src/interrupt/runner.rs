@@ -586,8 +586,21 @@ pub async fn run_owned(settings: InterruptSettings, interrupt: Arc<dyn Interrupt
     settings.fs.clean_stale_temps(&settings.markers_dir);
     let type_name = interrupt.type_name();
     let backend = Arc::new(Run::new(settings, type_name));
-    let end = worker::run_kind(interrupt, backend.clone()).await;
-    let result = end.into_result(type_name);
+    let limits = worker::Limits {
+        force: backend.settings.exec.cancel.force.clone(),
+        grace: backend.settings.exec.stop_grace,
+        timeout: backend.settings.exec.timeout,
+    };
+    let end = worker::run_kind(interrupt, backend.clone(), &limits).await;
+    if matches!(end, worker::KindEnd::Dropped(worker::GaveUp::Stopped)) {
+        warn!(
+            kind = type_name,
+            grace_s = limits.grace.as_secs(),
+            "the interrupt kind did not return within the stop grace after the second \
+             termination signal; its code was stopped"
+        );
+    }
+    let result = end.into_result(type_name, &limits);
     let finished = backend.finish_log();
     let (done, tally, shutdown, failure) = {
         let mut state = backend.state();

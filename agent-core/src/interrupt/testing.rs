@@ -223,6 +223,12 @@ impl TestHost {
         self.cancel.stop.cancel();
     }
 
+    /// Behave as if the agent received a second SIGTERM: the running command is stopped, and
+    /// the kind has the stop grace (10 ms here) to return before its code is dropped.
+    pub fn force_stop(&self) {
+        self.cancel.force.cancel();
+    }
+
     /// The settings a run uses.
     pub fn settings(&self) -> &InterruptSettings {
         &self.settings

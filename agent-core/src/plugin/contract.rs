@@ -292,6 +292,28 @@ pub enum InterruptError {
          has an index of its own, which names its marker"
     )]
     DuplicateOperation { operation: String, index: usize },
+    /// SPEC §9.5: with SKYHOOK_STEP_TIMEOUT_SECONDS set, the kind's own code (outside its
+    /// operations) ran longer than that without returning or handing over an operation.
+    #[error(
+        "interrupt kind {type_name:?} timed out after {seconds}s in its own code (outside its \
+         operations; SKYHOOK_STEP_TIMEOUT_SECONDS)"
+    )]
+    KindTimedOut {
+        type_name: &'static str,
+        seconds: String,
+    },
+    /// SPEC §9.5: the kind did not return within the stop grace after the agent gave up on
+    /// it, and its thread did not let go of it: it is blocked in synchronous code.
+    #[error(
+        "interrupt kind {type_name:?} is blocked in synchronous code: it did not return within \
+         SKYHOOK_AGENT_STOP_GRACE_SECONDS={grace}s after {cause}, so the agent left it"
+    )]
+    KindBlocked {
+        type_name: &'static str,
+        grace: String,
+        /// `the second termination signal`, or the kind's own timeout.
+        cause: String,
+    },
     /// SPEC §9.5: a panic in the kind's code, caught by the core.
     #[error("interrupt kind {type_name:?} panicked: {message}")]
     Panicked {

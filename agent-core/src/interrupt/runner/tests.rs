@@ -322,3 +322,82 @@ fn mark_done_writes_the_unindexed_marker() {
     host.cx().mark_done().unwrap();
     assert!(host.marker("kind.complete").is_some());
 }
+
+/// Runs `a`, waits in its own code (a timer, or its thread blocked), then runs `b`.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct WaitsBetween {
+    blocking: bool,
+}
+
+#[crate::interrupt(
+    type = "waits_between",
+    summary = "waits between its operations",
+    example = r#"{"type":"waits_between","blocking":false}"#
+)]
+impl crate::InterruptKind for WaitsBetween {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        cx.operation(0, CompletionPolicy::OnSuccess, Command::new("a"))
+            .await?;
+        if self.blocking {
+            std::thread::sleep(Duration::from_secs(60));
+        } else {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+        }
+        cx.operation(1, CompletionPolicy::OnSuccess, Command::new("b"))
+            .await
+    }
+}
+
+/// Run `waits_between` on `host`, with a second termination signal once `a` ran when
+/// `signal` is set.
+fn run_waiting(host: &TestHost, blocking: bool, signal: bool) -> InterruptError {
+    let payload = format!(r#"{{"type":"waits_between","blocking":{blocking}}}"#);
+    let signal_after_a = async {
+        while signal && host.commands().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if signal {
+            host.force_stop();
+        }
+    };
+    let ((result, _), ()) = block_on(async { tokio::join!(host.run(&payload), signal_after_a) });
+    assert_eq!(host.commands(), ["a"], "b never starts");
+    assert!(host.marker("waits_between_0.complete").is_some());
+    result.unwrap_err()
+}
+
+#[test]
+fn the_second_signal_drops_a_kind_waiting_in_its_own_code_after_the_grace() {
+    let host = TestHost::temp();
+    let err = run_waiting(&host, false, true);
+    assert!(matches!(err, InterruptError::Stopped), "{err:?}");
+}
+
+#[test]
+fn a_kind_blocked_in_synchronous_code_is_left_after_the_grace_of_the_second_signal() {
+    let host = TestHost::temp();
+    let err = run_waiting(&host, true, true);
+    assert_eq!(
+        err.to_string(),
+        r#"interrupt kind "waits_between" is blocked in synchronous code: it did not return within SKYHOOK_AGENT_STOP_GRACE_SECONDS=0.01s after the second termination signal, so the agent left it"#
+    );
+}
+
+#[test]
+fn the_step_timeout_bounds_a_kind_s_own_code() {
+    let mut host = TestHost::temp();
+    host.settings_mut().exec.timeout = Some(Duration::from_millis(50));
+    let err = run_waiting(&host, false, false);
+    assert_eq!(
+        err.to_string(),
+        r#"interrupt kind "waits_between" timed out after 0.05s in its own code (outside its operations; SKYHOOK_STEP_TIMEOUT_SECONDS)"#
+    );
+
+    let mut host = TestHost::temp();
+    host.settings_mut().exec.timeout = Some(Duration::from_millis(50));
+    let err = run_waiting(&host, true, false);
+    assert_eq!(
+        err.to_string(),
+        r#"interrupt kind "waits_between" is blocked in synchronous code: it did not return within SKYHOOK_AGENT_STOP_GRACE_SECONDS=0.01s after its own code timed out after 0.05s (SKYHOOK_STEP_TIMEOUT_SECONDS), so the agent left it"#
+    );
+}
