@@ -3,6 +3,7 @@
 //! Distributors who link extra interrupt kinds build their own binary that calls [`main`].
 
 mod commands;
+mod logfmt;
 mod metrics;
 mod request;
 mod signals;
@@ -581,7 +582,7 @@ fn init_logging(rt: &Runtime) {
         .with_target(false)
         .with_env_filter(filter);
     let _ = match rt.log_format {
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.event_format(logfmt::Logfmt).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
     if let Some(e) = bad_filter {

@@ -4,7 +4,10 @@
 
 use serde_json::Value;
 
-use crate::util::{COPY_DIR, FakeHost, PKG_LOGS, Package, Reaper, Run, b64};
+use crate::util::{
+    COPY_DIR, FakeHost, PKG_LOGS, Package, Reaper, Run, Step, b64, field, logfmt_value,
+    parse_logfmt,
+};
 
 /// The agent's version, as `agent --version` prints it.
 fn agent_version(host: &FakeHost) -> String {
@@ -13,25 +16,37 @@ fn agent_version(host: &FakeHost) -> String {
     run.out().trim_end().to_owned()
 }
 
-/// Text diagnostics lines whose message is `message`, without the timestamp, with the
-/// values of `masked` keys replaced by `N`.
+/// Text diagnostics records whose message starts with `message`, without the time, with the
+/// values of `masked` keys replaced by `N`, written back as logfmt. Lines that are not logfmt
+/// (a step's own stderr) are left out.
 fn text_lines(run: &Run, message: &str, masked: &[&str]) -> Vec<String> {
     run.err()
         .lines()
-        .filter_map(|l| l.split_once("Z ").map(|(_, rest)| rest.trim_start()))
-        .filter(|l| {
-            l.split_once(' ')
-                .is_some_and(|(_, rest)| rest.starts_with(message))
-        })
-        .map(|l| {
-            l.split(' ')
-                .map(|word| match word.split_once('=') {
-                    Some((k, _)) if masked.contains(&k) => format!("{k}=N"),
-                    _ => word.to_owned(),
+        .filter_map(|l| parse_logfmt(l).ok())
+        .filter(|pairs| field(pairs, "msg").is_some_and(|m| m.starts_with(message)))
+        .map(|pairs| {
+            pairs
+                .iter()
+                .filter(|(k, _)| k != "time")
+                .map(|(k, v)| {
+                    if masked.contains(&k.as_str()) {
+                        format!("{k}=N")
+                    } else {
+                        format!("{k}={}", logfmt_value(v))
+                    }
                 })
                 .collect::<Vec<_>>()
                 .join(" ")
         })
+        .collect()
+}
+
+/// Every stderr line as a logfmt record: the agent's text diagnostics are nothing else.
+#[track_caller]
+fn records(run: &Run) -> Vec<Vec<(String, String)>> {
+    run.err()
+        .lines()
+        .map(|l| parse_logfmt(l).unwrap_or_else(|e| panic!("{e}\n{run:?}")))
         .collect()
 }
 
@@ -73,14 +88,14 @@ fn a_run_starts_and_ends_with_one_line_each_in_text() {
     assert_eq!(
         text_lines(&first, "run started", &["git_sha", "pid"]),
         [format!(
-            "INFO run started agent_version={version} git_sha=N mode=apply package=pkg \
-             version=1.0.0 pid=N"
+            "level=info msg=\"run started\" agent_version={version} git_sha=N mode=apply \
+             package=pkg version=1.0.0 pid=N"
         )],
         "{first:?}"
     );
     assert_eq!(
         text_lines(&first, "run finished", &["duration_ms"]),
-        ["INFO run finished result=succeeded ran=2 skipped=0 failed=0 duration_ms=N"],
+        ["level=info msg=\"run finished\" result=succeeded ran=2 skipped=0 failed=0 duration_ms=N"],
         "{first:?}"
     );
     // The start line follows the banner: stdout holds no diagnostics.
@@ -96,7 +111,7 @@ fn a_run_starts_and_ends_with_one_line_each_in_text() {
     again.assert_success();
     assert_eq!(
         text_lines(&again, "run finished", &["duration_ms"]),
-        ["INFO run finished result=succeeded ran=0 skipped=2 failed=0 duration_ms=N"],
+        ["level=info msg=\"run finished\" result=succeeded ran=0 skipped=2 failed=0 duration_ms=N"],
         "{again:?}"
     );
 }
@@ -108,7 +123,10 @@ fn a_failed_step_has_one_error_line_with_its_fields_in_text() {
     let run = host.run("apply", &[("FAIL_STEPS", "s2.sh")]);
     run.assert_code(1);
     let err = run.err();
-    let errors: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(" level=error "))
+        .collect();
     assert_eq!(errors.len(), 1, "{run:?}");
     let log = host.files_under(PKG_LOGS);
     let log = log
@@ -118,15 +136,15 @@ fn a_failed_step_has_one_error_line_with_its_fields_in_text() {
     assert_eq!(
         text_lines(&run, "agent execution failed", &["duration_ms"]),
         [format!(
-            "ERROR agent execution failed: running step \"s2.sh\": exit code 3 is not an \
-             accepted return code [0] step=\"s2.sh\" exit_code=3 log=\"/{PKG_LOGS}/{log}\" \
+            "level=error msg=\"agent execution failed: running step \\\"s2.sh\\\": exit code 3 \
+             is not an accepted return code [0]\" step=s2.sh exit_code=3 log=/{PKG_LOGS}/{log} \
              duration_ms=N"
         )],
         "{run:?}"
     );
     assert_eq!(
         text_lines(&run, "run finished", &["duration_ms"]),
-        ["INFO run finished result=failed ran=2 skipped=0 failed=1 duration_ms=N"],
+        ["level=info msg=\"run finished\" result=failed ran=2 skipped=0 failed=1 duration_ms=N"],
         "{run:?}"
     );
 }
@@ -266,14 +284,17 @@ fn an_invalid_log_filter_is_warned_about_once_and_info_is_used() {
         .collect();
     assert_eq!(warnings.len(), 1, "{run:?}");
     assert!(
-        warnings[0].contains(" WARN ")
-            && warnings[0].contains(r#"SKYHOOK_AGENT_LOG="agent=loud" is not a valid filter"#)
-            && warnings[0].ends_with("; using info"),
+        warnings[0].contains(" level=warn ")
+            && warnings[0].contains(r#"SKYHOOK_AGENT_LOG=\"agent=loud\" is not a valid filter"#)
+            && warnings[0].ends_with("; using info\""),
         "{run:?}"
     );
     // info: the step lines are there, debug lines are not.
-    assert!(run.err().contains("INFO step finished"), "{run:?}");
-    assert!(!run.err().contains("DEBUG"), "{run:?}");
+    assert!(
+        run.err().contains(r#"level=info msg="step finished""#),
+        "{run:?}"
+    );
+    assert!(!run.err().contains("level=debug"), "{run:?}");
 }
 
 #[test]
@@ -290,19 +311,23 @@ fn failed_checks_have_one_error_line_naming_the_last_failed_check() {
     );
     run.assert_code(1);
     let err = run.err();
-    let errors: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(" level=error "))
+        .collect();
     assert_eq!(errors.len(), 1, "{run:?}");
     assert_eq!(
         text_lines(&run, "agent execution failed", &["duration_ms", "log"]),
         [
-            "ERROR agent execution failed: apply-check failed: 2 of 2 checks did not pass: \
-          s1_check.sh, s2_check.sh step=\"s2_check.sh\" exit_code=3 log=N duration_ms=N"
+            "level=error msg=\"agent execution failed: apply-check failed: 2 of 2 checks did \
+             not pass: s1_check.sh, s2_check.sh\" step=s2_check.sh exit_code=3 log=N \
+             duration_ms=N"
         ],
         "{run:?}"
     );
     assert_eq!(
         text_lines(&run, "run finished", &["duration_ms"]),
-        ["INFO run finished result=failed ran=2 skipped=0 failed=2 duration_ms=N"],
+        ["level=info msg=\"run finished\" result=failed ran=2 skipped=0 failed=2 duration_ms=N"],
         "{run:?}"
     );
 }
@@ -362,8 +387,11 @@ fn invalid_extension_settings_warn_naming_the_value_and_take_the_default() {
         assert_eq!(
             text_lines(&run, "environment variable", &[]),
             [format!(
-                "WARN environment variable {name}={value:?} is not {expected}; using the \
-                 default ({default})"
+                "level=warn msg={}",
+                logfmt_value(&format!(
+                    "environment variable {name}={value:?} is not {expected}; using the \
+                     default ({default})"
+                ))
             )],
             "{run:?}"
         );
@@ -382,12 +410,146 @@ fn a_run_stopped_by_sigterm_ends_with_result_stopped() {
     run.assert_code(1);
     assert_eq!(
         text_lines(&run, "agent execution failed", &[]),
-        ["ERROR agent execution failed: agent stopped after receiving a termination signal"],
+        [
+            "level=error msg=\"agent execution failed: agent stopped after receiving a \
+             termination signal\""
+        ],
         "{run:?}"
     );
     assert_eq!(
         text_lines(&run, "run finished", &["duration_ms"]),
-        ["INFO run finished result=stopped ran=1 skipped=0 failed=0 duration_ms=N"],
+        ["level=info msg=\"run finished\" result=stopped ran=1 skipped=0 failed=0 duration_ms=N"],
         "{run:?}"
     );
+}
+
+#[test]
+fn every_stderr_line_of_a_failed_run_is_logfmt_with_an_error_record() {
+    // The steps write to stdout only, so every stderr line is the agent's.
+    let host = FakeHost::new();
+    host.install(
+        &Package::new()
+            .step(
+                "apply",
+                Step::new("s1.sh")
+                    .on_host(false)
+                    .script("#!/bin/sh\necho one\n"),
+            )
+            .step(
+                "apply",
+                Step::new("s2.sh")
+                    .on_host(false)
+                    .script("#!/bin/sh\necho 'two = \"2\"'\nexit 4\n"),
+            )
+            .step("apply", Step::new("s3.sh").on_host(false))
+            .step("apply-check", Step::new("c.sh").on_host(false)),
+    );
+    let run = host.run("apply", &[]);
+    run.assert_code(1);
+    let records = records(&run);
+    assert!(!records.is_empty(), "{run:?}");
+    for r in &records {
+        assert_eq!(r[0].0, "time", "{r:?}");
+        assert_eq!(r[1].0, "level", "{r:?}");
+        assert_eq!(r[2].0, "msg", "{r:?}");
+    }
+    // Each step that ran: `step started`, then `step finished`.
+    let events: Vec<(&str, &str)> = records
+        .iter()
+        .filter_map(|r| Some((field(r, "msg")?, field(r, "path")?)))
+        .filter(|(m, _)| m.starts_with("step "))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("step started", "s1.sh"),
+            ("step finished", "s1.sh"),
+            ("step started", "s2.sh"),
+            ("step finished", "s2.sh"),
+        ],
+        "{run:?}"
+    );
+    let finished = records
+        .iter()
+        .find(|r| field(r, "msg") == Some("step finished") && field(r, "path") == Some("s2.sh"))
+        .unwrap();
+    assert_eq!(
+        field(finished, "result"),
+        Some("exit code 4"),
+        "{finished:?}"
+    );
+    assert_eq!(field(finished, "exit_code"), Some("4"), "{finished:?}");
+    assert_eq!(field(finished, "decision"), Some("failed"), "{finished:?}");
+    let errors: Vec<_> = records
+        .iter()
+        .filter(|r| field(r, "level") == Some("error"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{run:?}");
+    let e = errors[0];
+    assert_eq!(
+        field(e, "msg"),
+        Some(
+            "agent execution failed: running step \"s2.sh\": exit code 4 is not an accepted \
+             return code [0]"
+        ),
+        "{e:?}"
+    );
+    assert_eq!(field(e, "step"), Some("s2.sh"), "{e:?}");
+    assert_eq!(field(e, "exit_code"), Some("4"), "{e:?}");
+    let log = field(e, "log").unwrap_or_else(|| panic!("no log field: {e:?}"));
+    assert!(log.starts_with(&format!("/{PKG_LOGS}/s2.sh-")), "{e:?}");
+    assert!(
+        field(e, "duration_ms").is_some_and(|d| d.parse::<u64>().is_ok()),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_silent_step_has_heartbeat_records_while_it_runs() {
+    let host = FakeHost::new();
+    host.install(
+        &Package::new()
+            .step(
+                "apply",
+                Step::new("slow.sh")
+                    .on_host(false)
+                    .script("#!/bin/sh\nsleep 2.5\n"),
+            )
+            .step("apply-check", Step::new("c.sh").on_host(false)),
+    );
+    let run = host.run("apply", &[("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")]);
+    run.assert_success();
+    let records = records(&run);
+    let msgs: Vec<&str> = records.iter().filter_map(|r| field(r, "msg")).collect();
+    let started = msgs.iter().position(|m| *m == "step started").unwrap();
+    let finished = msgs.iter().position(|m| *m == "step finished").unwrap();
+    let beats: Vec<_> = records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| field(r, "msg") == Some("step running"))
+        .collect();
+    assert!(!beats.is_empty(), "no heartbeat\n{run:?}");
+    for (i, r) in &beats {
+        assert!(started < *i && *i < finished, "{run:?}");
+        assert_eq!(field(r, "level"), Some("info"), "{r:?}");
+        assert_eq!(field(r, "path"), Some("slow.sh"), "{r:?}");
+        assert!(
+            field(r, "elapsed_s").is_some_and(|s| s.parse::<u64>().is_ok()),
+            "{r:?}"
+        );
+    }
+    // The default (30 s) is far longer than this step: no heartbeat.
+    host.install(
+        &Package::new()
+            .step(
+                "apply",
+                Step::new("slow2.sh")
+                    .on_host(false)
+                    .script("#!/bin/sh\nsleep 1.5\n"),
+            )
+            .step("apply-check", Step::new("c.sh").on_host(false)),
+    );
+    let quiet = host.run("apply", &[]);
+    quiet.assert_success();
+    assert!(!quiet.err().contains("step running"), "{quiet:?}");
 }

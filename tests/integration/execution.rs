@@ -117,7 +117,7 @@ fn a_missing_interpreter_is_named_and_the_step_counted_failed() {
     run.assert_code(1);
     // The file exists: what is missing is the interpreter its `#!` line names.
     run.assert_stderr_line_contains(&[
-        "ERROR",
+        "level=error",
         &format!(
             "running step \"bad.sh\": interpreter \"/bin/does-not-exist\" of \
              {COPY_DIR}/skyhook_dir/bad.sh not found"
@@ -173,7 +173,9 @@ fn a_log_record_after_stderr_without_a_final_newline_starts_its_own_line() {
         .and_then(|(_, rest)| rest.lines().next())
         .unwrap_or_else(|| panic!("the step's line was not ended: {run:?}"));
     assert!(
-        next.starts_with("20") && next.contains(" INFO step finished ") && next.contains("s1.sh"),
+        next.starts_with("time=20")
+            && next.contains(r#" level=info msg="step finished" "#)
+            && next.contains("s1.sh"),
         "the agent's next record starts a line: {run:?}"
     );
     assert!(

@@ -112,7 +112,7 @@ fn the_agent_stops_relaying_a_leftover_two_seconds_after_the_step_exited() {
     run.assert_stdout_contains("main exits\nlate output\napply use.sh [] [0]");
     let pid = helper_pid(&host);
     run.assert_stderr_line_contains(&[
-        "WARN",
+        "level=warn",
         "start.sh",
         &format!("{pid} (sleep 30)"),
         "no longer relaying",

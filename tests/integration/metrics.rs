@@ -474,7 +474,7 @@ fn a_missing_or_unwritable_metrics_directory_is_a_warning_and_the_result_stands(
     let run = apply(&host, &[("SKYHOOK_AGENT_METRICS_DIR", TEXTFILE_DIR)]);
     run.assert_success();
     run.assert_stderr_line_contains(&[
-        "WARN",
+        "level=warn",
         WRITE_FAILED,
         "/var/lib/node_exporter/textfile/skyhook_agent_pkg.prom",
         "No such file or directory",

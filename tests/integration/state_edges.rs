@@ -527,7 +527,7 @@ fn an_unreadable_attempts_file_refuses_the_reboot_with_a_warning_naming_it() {
         let run = host.interrupt(&interrupt_data(NODE_RESTART)).run();
         run.assert_code(1);
         run.assert_stderr_contains("reboot requested 3 times but the host never restarted");
-        run.assert_stderr_line_contains(&["WARN", "node_restart_0.attempts"]);
+        run.assert_stderr_line_contains(&["level=warn", "node_restart_0.attempts"]);
         assert!(host.calls().is_empty(), "{content:?}: {:?}", host.calls());
         assert_eq!(host.read_string(&attempts), content, "left for a human");
     }

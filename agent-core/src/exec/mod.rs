@@ -287,6 +287,47 @@ pub enum Termination {
     Signalled(i32),
 }
 
+impl Termination {
+    /// The exit code, when the process exited.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            Termination::Exited(c) => Some(*c),
+            Termination::Signalled(_) => None,
+        }
+    }
+
+    /// The signal's name (`SIGKILL`), or its number, when a signal ended the process.
+    pub fn signal(&self) -> Option<String> {
+        match self {
+            Termination::Exited(_) => None,
+            Termination::Signalled(s) => Some(
+                Signal::try_from(*s).map_or_else(|_| s.to_string(), |sig| sig.as_str().to_owned()),
+            ),
+        }
+    }
+}
+
+/// Await `work`, calling `beat` with the time elapsed every `every` while it has not finished
+/// (SPEC §1.5: a heartbeat record while an operation runs; `every` zero: no heartbeat).
+pub async fn with_heartbeat<F: std::future::Future>(
+    work: F,
+    every: Duration,
+    mut beat: impl FnMut(Duration),
+) -> F::Output {
+    if every.is_zero() {
+        return work.await;
+    }
+    tokio::pin!(work);
+    let started = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval_at(started + every, every);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = tick.tick() => beat(started.elapsed()),
+        }
+    }
+}
+
 impl std::fmt::Display for Termination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -47,6 +47,9 @@ pub struct Runtime {
     pub log_filter: String,
     pub step_timeout: Option<Duration>,
     pub stop_grace: Duration,
+    /// `SKYHOOK_AGENT_HEARTBEAT_SECONDS`: the interval of the `step running` record while a
+    /// step runs (default 30 s; 0 turns it off).
+    pub heartbeat: Duration,
     pub reboot_max_attempts: u32,
     /// `SKYHOOK_AGENT_METRICS_DIR`, host-absolute and cleaned: where a copy of the package's
     /// metrics file goes (node-exporter's textfile directory); `None` when unset or empty.
@@ -60,6 +63,7 @@ pub(crate) const DEFAULT_DATA_DIR: &str = "/skyhook-package";
 pub(crate) const DEFAULT_STATE_DIR: &str = "/etc/skyhook";
 pub(crate) const DEFAULT_LOG_DIR: &str = "/var/log/skyhook";
 pub(crate) const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
 pub(crate) const DEFAULT_REBOOT_MAX_ATTEMPTS: u32 = 3;
 
 impl Runtime {
@@ -145,6 +149,13 @@ impl Runtime {
             &mut warnings,
         )
         .unwrap_or(DEFAULT_STOP_GRACE);
+        let heartbeat = seconds(
+            "SKYHOOK_AGENT_HEARTBEAT_SECONDS",
+            text("SKYHOOK_AGENT_HEARTBEAT_SECONDS")?,
+            "30",
+            &mut warnings,
+        )
+        .unwrap_or(DEFAULT_HEARTBEAT);
         let reboot_max_attempts = match text("SKYHOOK_REBOOT_MAX_ATTEMPTS")? {
             None => DEFAULT_REBOOT_MAX_ATTEMPTS,
             Some(v) if v.is_empty() => DEFAULT_REBOOT_MAX_ATTEMPTS,
@@ -192,6 +203,7 @@ impl Runtime {
             log_filter: non_empty(text("SKYHOOK_AGENT_LOG")?, "info"),
             step_timeout,
             stop_grace,
+            heartbeat,
             reboot_max_attempts,
             metrics_dir,
             warnings,

@@ -438,7 +438,18 @@ async fn run_step(
             "creating the log of step {:?}",
             step.path
         )))?;
-    let outcome = match cx.exec.run(&spec, log.file()).await {
+    // SPEC §1.5: a record before each step, and a heartbeat while it runs.
+    info!(mode = %mode, path = %step.path, "step started");
+    let running = cx.exec.run(&spec, log.file());
+    let beat = |elapsed: std::time::Duration| {
+        info!(
+            mode = %mode,
+            path = %step.path,
+            elapsed_s = elapsed.as_secs(),
+            "step running"
+        );
+    };
+    let outcome = match exec::with_heartbeat(running, cx.runtime.heartbeat, beat).await {
         Ok(outcome) => outcome,
         Err(source) => {
             // A step that could not be started failed all the same (the run's counts).
@@ -468,6 +479,8 @@ async fn run_step(
         mode = %mode,
         path = %step.path,
         result = %outcome.termination,
+        exit_code = outcome.termination.exit_code(),
+        signal = outcome.termination.signal(),
         duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
         cpu_user_ms = usage.user_cpu_us / 1000,
         cpu_system_ms = usage.system_cpu_us / 1000,

@@ -357,11 +357,28 @@ impl Run {
         self.assert_code(0)
     }
 
-    /// Assert stderr contains `needle`.
+    /// stderr with each logfmt record's values unquoted (`msg="a \"b\""` reads `msg=a "b"`),
+    /// so that a message can be looked for as the agent wrote it.
+    pub fn err_text(&self) -> String {
+        self.err()
+            .lines()
+            .map(|l| match super::parse_logfmt(l) {
+                Ok(pairs) => pairs
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Err(_) => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Assert stderr contains `needle` (as written, or in a record's unquoted values).
     #[track_caller]
     pub fn assert_stderr_contains(&self, needle: &str) -> &Self {
         assert!(
-            self.err().contains(needle),
+            self.err().contains(needle) || self.err_text().contains(needle),
             "stderr does not contain {needle:?}\n{self:?}"
         );
         self
@@ -380,9 +397,11 @@ impl Run {
     /// Assert that one single stderr line contains every needle.
     #[track_caller]
     pub fn assert_stderr_line_contains(&self, needles: &[&str]) -> &Self {
-        let err = self.err();
+        let (err, text) = (self.err(), self.err_text());
         assert!(
-            err.lines().any(|l| needles.iter().all(|n| l.contains(n))),
+            err.lines()
+                .chain(text.lines())
+                .any(|l| needles.iter().all(|n| l.contains(n))),
             "no stderr line contains all of {needles:?}\n{self:?}"
         );
         self

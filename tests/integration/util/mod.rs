@@ -14,12 +14,14 @@ use std::time::Duration;
 mod agent;
 mod formats;
 mod host;
+mod logfmt;
 mod package;
 mod reliability;
 
 pub use agent::*;
 pub use formats::*;
 pub use host::*;
+pub use logfmt::*;
 pub use package::*;
 pub use reliability::*;
 
