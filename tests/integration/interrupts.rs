@@ -781,7 +781,7 @@ fn malformed_payloads_are_rejected_and_nothing_changes() {
     ] {
         let run = assert_rejected(&data, MALFORMED);
         assert!(
-            run.err()
+            run.err_text()
                 .lines()
                 .any(|l| l.contains(MALFORMED)
                     && l.len() > l.find(MALFORMED).unwrap() + MALFORMED.len()),
@@ -796,7 +796,7 @@ fn unknown_type_names_every_registered_type() {
     let run = assert_rejected(&interrupt_data(r#"{"type":"bogus"}"#), "bogus");
     let expected = format!(r#"unknown interrupt "bogus" must be one of: {KNOWN_TYPES}"#);
     assert!(
-        run.err().lines().any(|l| l.ends_with(&expected)),
+        run.err_text().lines().any(|l| l.ends_with(&expected)),
         "no stderr line ends with {expected:?}\n{run:?}"
     );
 }

@@ -1576,7 +1576,7 @@ fn check(row: &Row) -> Result<(), String> {
     if run.code() != Some(row.code) {
         problems.push(format!("exit code {:?}, expected {}", run.code(), row.code));
     }
-    let err = run.err();
+    let err = run.err_text();
     if !err.lines().any(|l| l.contains(&row.message)) {
         problems.push(format!("no stderr line contains {:?}", row.message));
     }

@@ -199,7 +199,7 @@ fn stock_agent_rejects_the_pod_drain_payload() {
     run.assert_code(1);
     let expected = format!(r#"unknown interrupt "pod_drain" must be one of: {BUILTIN_TYPES}"#);
     assert!(
-        run.err().lines().any(|l| l.ends_with(&expected)),
+        run.err_text().lines().any(|l| l.ends_with(&expected)),
         "no stderr line ends with {expected:?}\n{run:?}"
     );
     assert!(host.calls().is_empty());

@@ -53,12 +53,12 @@ pub struct Status {
 struct Report {
     status: Verdict,
     errors: Vec<StatusError>,
-    states: Vec<State>,
+    states: Vec<Found>,
 }
 
 /// One STATE directory's status, and how it was chosen.
 #[derive(Debug, Serialize)]
-struct State {
+struct Found {
     #[serde(flatten)]
     status: HostStatus,
     /// `--state-dir`, `SKYHOOK_ROOT_DIR`, `found` or `default`.
@@ -88,9 +88,9 @@ pub fn run(args: &Status) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let states: Vec<State> = located
+    let states: Vec<Found> = located
         .into_iter()
-        .map(|located| State {
+        .map(|located| Found {
             status: status::collect(&fs, &located.runtime(&rt)),
             source: located.source,
             line: located.line(),
@@ -134,7 +134,7 @@ fn render(report: &Report) -> String {
     s
 }
 
-fn render_state(s: &mut String, state: &State) {
+fn render_state(s: &mut String, state: &Found) {
     let r = &state.status;
     let _ = writeln!(s, "{}", state.line);
     let _ = writeln!(
