@@ -351,7 +351,7 @@ fn history_without_a_usable_current_version_is_backed_up_with_a_warning() {
         );
         run.assert_stdout_contains("[up.sh] CURRENT_VERSION=1.0.0 PREVIOUS_VERSION=unknown\n");
         run.assert_stderr_line_contains(&[
-            "WARN",
+            "level=warn",
             "corrupt history file moved aside",
             "/var/lib/skyhook/sk1/history/pkg.json",
         ]);

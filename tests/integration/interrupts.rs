@@ -556,7 +556,7 @@ fn reboot_that_terminates_the_agent_is_the_shutdown() {
         .run();
     run.assert_code(1);
     run.assert_stderr_contains(STOPPED);
-    run.assert_stderr_line_contains(&["WARN", "the host did not go down"]);
+    run.assert_stderr_line_contains(&["level=warn", "the host did not go down"]);
     assert!(run.elapsed >= Duration::from_secs(2), "{:?}", run.elapsed);
     run.assert_stdout_contains(&format!("{SHUTDOWN}\n"));
     assert_eq!(host.calls(), ["reboot"]);

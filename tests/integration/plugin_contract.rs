@@ -231,7 +231,7 @@ fn the_second_signal_stops_a_kind_waiting_in_its_own_code_after_the_grace() {
     run.assert_stderr_line_contains(&["agent execution failed", STOPPED]);
     run.assert_stderr_line_contains(&[
         "did not return within the stop grace after the second termination signal",
-        "kind=\"sleeps_between\"",
+        "kind=sleeps_between",
     ]);
     run.assert_stderr_line_contains(&["run finished", "result=stopped"]);
     assert_eq!(
