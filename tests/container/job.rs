@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -64,9 +64,12 @@ pub fn package_image(package: &Package, host: &FakeHost) -> Image {
         PACKAGE_IMAGES.fetch_add(1, Ordering::Relaxed)
     );
     pod::podman_ok(&["import", "--quiet", tar.to_str().unwrap(), &tag]);
+    // A package image: no agent binary in it, so no binary and no SBOM of the agent's.
     Image {
         tag,
         build_report: String::new(),
+        sbom: PathBuf::new(),
+        binary: PathBuf::new(),
     }
 }
 
