@@ -404,7 +404,7 @@ async fn run_interrupt(
     if !decoded.unknown_fields.is_empty() {
         warn!(
             r#type = decoded.interrupt.type_name(),
-            fields = %decoded.unknown_fields.join(", "),
+            fields = %decoded.unknown_field_notes().join(", "),
             "ignoring unknown interrupt fields"
         );
     }

@@ -27,7 +27,7 @@ mod broken {
     }
 }
 
-const MESSAGE: &str = r#"interrupt kind "retry_restart" (module bad_example::broken): its example {"type":"retry_restart","attempts":"three"} does not decode: serialized interrupt must be base64-encoded JSON with a "type" field: invalid type: string "three", expected u32"#;
+const MESSAGE: &str = r#"interrupt kind "retry_restart" (module bad_example::broken): its example {"type":"retry_restart","attempts":"three"} does not decode: serialized interrupt must be base64-encoded JSON with a "type" field: field "attempts": expected an unsigned integer, found the string "three""#;
 
 #[test]
 fn the_self_check_names_the_kind_and_its_module() {

@@ -16,7 +16,7 @@ const BUILTIN_TYPES: &str =
     "no_op, node_restart, restart_all_services, script_interrupt, service_restart";
 
 /// The distributor's binary, built next to `agent`.
-fn distributor() -> PathBuf {
+pub(crate) fn distributor() -> PathBuf {
     let exe =
         std::path::Path::new(env!("CARGO_BIN_EXE_agent")).with_file_name("agent-with-pod-drain");
     assert!(

@@ -62,7 +62,7 @@ pub fn run(cmd: Interrupts) -> ExitCode {
         }
         Interrupts::Encode { json } => match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
             Ok(decoded) => {
-                warn_unknown(&decoded.unknown_fields);
+                warn_unknown(&decoded.unknown_field_notes());
                 let data = decoded.interrupt.to_base64();
                 if data.len() >= MAX_ARG_STRLEN {
                     return fail(&format!(
@@ -78,7 +78,7 @@ pub fn run(cmd: Interrupts) -> ExitCode {
         },
         Interrupts::Decode { data } => match <dyn Interrupt>::from_base64(&data) {
             Ok(decoded) => {
-                warn_unknown(&decoded.unknown_fields);
+                warn_unknown(&decoded.unknown_field_notes());
                 out.print(&format!("{}\n", decoded.interrupt.to_json()));
                 ExitCode::SUCCESS
             }

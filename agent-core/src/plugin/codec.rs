@@ -5,6 +5,7 @@
 use base64::Engine as _;
 
 use crate::plugin::contract::{DecodeError, DuplicateKind, Interrupt, MAX_PAYLOAD_BYTES};
+use crate::plugin::field_errors::{self, Layout};
 use crate::plugin::registry::{self, InterruptDescriptor, check_unique_in};
 
 /// A decoded payload, with the fields the kind does not know (ignored, worth a warning).
@@ -12,6 +13,36 @@ use crate::plugin::registry::{self, InterruptDescriptor, check_unique_in};
 pub struct Decoded {
     pub interrupt: Box<dyn Interrupt>,
     pub unknown_fields: Vec<String>,
+    /// The payload fields the kind accepts, when it has a fixed list.
+    known_fields: &'static [&'static str],
+}
+
+impl Decoded {
+    /// [`Decoded::unknown_fields`] as a warning names them: `service (did you mean
+    /// "services"?)` for a known field within two edits.
+    pub fn unknown_field_notes(&self) -> Vec<String> {
+        unknown_field_notes(&self.unknown_fields, self.known_fields)
+    }
+}
+
+fn unknown_field_notes(unknown: &[String], known: &[&str]) -> Vec<String> {
+    unknown
+        .iter()
+        .map(|f| format!("{f}{}", field_errors::suggestion(f, known.iter().copied())))
+        .collect()
+}
+
+/// `; unknown fields: gpu (did you mean "gpus"?)` after an error, when there are any: a
+/// misspelt field is often why a required one is missing or a check fails.
+fn unknown_fields_note(unknown: &[String], known: &[&str]) -> String {
+    if unknown.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; unknown fields: {}",
+            unknown_field_notes(unknown, known).join(", ")
+        )
+    }
 }
 
 impl dyn Interrupt {
@@ -63,9 +94,11 @@ impl dyn Interrupt {
                 return Err(DecodeError::NoKinds { found: type_name });
             }
             [] => {
+                let known = registry::type_names();
                 return Err(DecodeError::UnknownType {
+                    suggestion: field_errors::suggestion(&type_name, known.iter().copied()),
                     found: type_name,
-                    known: registry::type_names().join(", "),
+                    known: known.join(", "),
                 });
             }
             [one] => *one,
@@ -77,21 +110,31 @@ impl dyn Interrupt {
                 }));
             }
         };
-        let interrupt: Box<dyn Interrupt> = serde_json::from_value(value.clone())
-            .map_err(|e| DecodeError::Malformed(e.to_string()))?;
-        interrupt
-            .validate_payload()
-            .map_err(|error| DecodeError::Invalid {
-                type_name: type_name.clone(),
-                error,
-            })?;
-        let unknown_fields = if let Some(known) = (descriptor.fields)() {
-            // The names the kind's Deserialize accepts (aliases included).
+        // The names the kind's Deserialize accepts (aliases included), when it has a list:
+        // known before decoding, so that a failure can name a misspelt field too.
+        let known_fields = (descriptor.fields)();
+        let listed_unknown: Option<Vec<String>> = known_fields.map(|known| {
             fields
                 .keys()
                 .filter(|k| k.as_str() != "type" && !known.contains(&k.as_str()))
                 .cloned()
                 .collect()
+        });
+        let known = known_fields.unwrap_or_default();
+        let note = unknown_fields_note(listed_unknown.as_deref().unwrap_or_default(), known);
+        // SPEC §9.5: errors name the field and the expected type.
+        let layout = Layout::of(fields);
+        let interrupt: Box<dyn Interrupt> = serde_json::from_str(&layout.text)
+            .map_err(|e| DecodeError::Malformed(format!("{}{note}", layout.describe(&e))))?;
+        interrupt
+            .validate_payload()
+            .map_err(|error| DecodeError::Invalid {
+                type_name: type_name.clone(),
+                error,
+                unknown: note,
+            })?;
+        let unknown_fields = if let Some(unknown) = listed_unknown {
+            unknown
         } else {
             // No fixed field list (`#[serde(flatten)]`, a map): whatever the canonical form
             // does not carry was ignored by the kind.
@@ -106,6 +149,7 @@ impl dyn Interrupt {
         Ok(Decoded {
             interrupt,
             unknown_fields,
+            known_fields: known,
         })
     }
 }

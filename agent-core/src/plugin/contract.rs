@@ -135,8 +135,13 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 pub enum DecodeError {
     #[error("serialized interrupt must be base64-encoded JSON with a \"type\" field: {0}")]
     Malformed(String),
-    #[error("unknown interrupt {found:?} must be one of: {known}")]
-    UnknownType { found: String, known: String },
+    /// `suggestion`: ` (did you mean "x"?)` for a registered type within two edits, or empty.
+    #[error("unknown interrupt {found:?} must be one of: {known}{suggestion}")]
+    UnknownType {
+        found: String,
+        known: String,
+        suggestion: String,
+    },
     /// The binary links no kind at all (typically a test binary that does not name the crate
     /// providing its kinds).
     #[error(
@@ -149,9 +154,14 @@ pub enum DecodeError {
     #[error("serialized interrupt is {0} bytes, over the limit of 1 MiB")]
     TooLarge(usize),
     /// The kind's [`InterruptKind::validate`] refused the payload. The message includes the
-    /// kind's error, which is kept as it is in `error`.
-    #[error("invalid {type_name} interrupt: {error}")]
-    Invalid { type_name: String, error: BoxError },
+    /// kind's error, which is kept as it is in `error`; `unknown` names the payload's unknown
+    /// fields (`; unknown fields: gpu (did you mean "gpus"?)`), or is empty.
+    #[error("invalid {type_name} interrupt: {error}{unknown}")]
+    Invalid {
+        type_name: String,
+        error: BoxError,
+        unknown: String,
+    },
 }
 
 /// Two kinds registered under one wire name.

@@ -116,7 +116,7 @@ async fn test_host_runs_what_the_operator_bytes_become() {
     let (result, records) = host.run_kind(&kind).await;
     assert_eq!(
         result.unwrap_err().to_string(),
-        r#"serialized interrupt must be base64-encoded JSON with a "type" field: missing field `node`"#
+        r#"serialized interrupt must be base64-encoded JSON with a "type" field: field "node" is missing"#
     );
     assert!(records.is_empty());
     assert!(host.commands().is_empty(), "nothing ran");
