@@ -58,9 +58,10 @@ const EXIT_USAGE: u8 = 2;
 
 /// Run the agent with `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    // SPEC §9.5: two kinds with one wire name would make decoding ambiguous, and a kind whose
-    // example does not decode back to itself is declared wrong.
-    if let Err(e) = agent_core::plugin::codec::check() {
+    // SPEC §9.5: two kinds with one wire name would make decoding ambiguous. A kind whose
+    // example does not decode back to itself is declared wrong, but it does not stop the
+    // agent: `interrupts list` names it, and only its payloads are refused.
+    if let Err(e) = agent_core::plugin::registry::check_unique() {
         eprint_out(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }

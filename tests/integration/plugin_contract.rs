@@ -365,3 +365,78 @@ fn interrupts_encode_names_the_near_miss_of_an_unknown_field() {
         r#"warning: ignoring unknown interrupt fields: service (did you mean "services"?)"#,
     );
 }
+
+const BROKEN: &str = r#"interrupt kind "broken_example" (module agent_with_misbehaving_kinds::kinds) is broken, so its payloads are refused: its example {"type":"broken_example","gpus":[]} does not decode: invalid broken_example interrupt: gpus: must name at least one GPU"#;
+
+fn misbehaving_subcommand(args: &[&str]) -> Run {
+    crate::plugins::subcommand_of(&misbehaving(), args)
+}
+
+#[test]
+fn a_broken_kind_does_not_stop_the_agent() {
+    // The binary links `broken_example`, whose example fails its own validate.
+    let run = misbehaving_subcommand(&["--version"]);
+    run.assert_success();
+    let stock = FakeHost::new().agent().args(["--version"]).run();
+    assert_eq!(run.out(), stock.out());
+    misbehaving_subcommand(&["--help"]).assert_success();
+    misbehaving_subcommand(&[
+        "interrupts",
+        "encode",
+        r#"{"type":"swallows_failure","gpus":["0"]}"#,
+    ])
+    .assert_success();
+}
+
+#[test]
+fn interrupts_list_names_the_broken_kind_and_lists_the_others() {
+    let run = misbehaving_subcommand(&["interrupts", "list"]);
+    run.assert_code(1);
+    run.assert_stderr_contains(BROKEN);
+    crate::plugins::assert_lists(
+        &run,
+        &[
+            "broken_example",
+            "panics",
+            "service_restart",
+            "swallows_failure",
+        ],
+    );
+    assert!(
+        run.out().contains(
+            "BROKEN: its example {\"type\":\"broken_example\",\"gpus\":[]} does not decode"
+        ),
+        "{run:?}"
+    );
+
+    let run = misbehaving_subcommand(&["interrupts", "list", "--format", "json"]);
+    run.assert_code(1);
+    let list: Value = serde_json::from_slice(&run.stdout).expect("JSON on stdout");
+    let kinds = list.as_array().expect("an array");
+    let broken: Vec<&str> = kinds
+        .iter()
+        .filter(|k| k.get("broken").is_some())
+        .map(|k| k["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(broken, ["broken_example"]);
+}
+
+#[test]
+fn only_the_payloads_of_a_broken_kind_are_refused() {
+    require_root!();
+    refused(
+        r#"{"type":"broken_example","gpus":["0"]}"#,
+        Some(&misbehaving()),
+    )
+    .assert_stderr_contains(BROKEN);
+    let host = gpu_host();
+    run_kind(
+        &host,
+        r#"{"type":"service_restart","services":["kubelet"]}"#,
+    )
+    .assert_success();
+    assert_eq!(
+        host.calls(),
+        ["systemctl daemon-reload", "systemctl restart kubelet"]
+    );
+}

@@ -9,7 +9,6 @@
 //! stop grace to return, and then its future is dropped. A kind blocked in synchronous code
 //! cannot be dropped; the agent leaves its thread behind and ends the run.
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, PanicHookInfo};
 use std::sync::{Arc, Once};
@@ -22,6 +21,7 @@ use tracing::{error, warn};
 use crate::host::runtime::format_seconds;
 use crate::plugin::contract::{
     Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations,
+    panic_message,
 };
 
 /// How long a kind's thread has to let go of the kind's future once told to: a thread that
@@ -292,16 +292,6 @@ fn poll_kind(
                 None => message,
             })
         }
-    }
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
     }
 }
 

@@ -151,6 +151,17 @@ pub enum DecodeError {
     NoKinds { found: String },
     #[error(transparent)]
     Duplicate(#[from] DuplicateKind),
+    /// SPEC §9.5: the kind's own example does not decode, validate or come back as itself:
+    /// the kind is declared wrong, and only its payloads are refused.
+    #[error(
+        "interrupt kind {type_name:?} (module {module}) is broken, so its payloads are refused: \
+         {problem}"
+    )]
+    BrokenKind {
+        type_name: &'static str,
+        module: &'static str,
+        problem: String,
+    },
     #[error("serialized interrupt is {0} bytes, over the limit of 1 MiB")]
     TooLarge(usize),
     /// The kind's [`InterruptKind::validate`] refused the payload. The message includes the
@@ -171,6 +182,17 @@ pub struct DuplicateKind {
     pub type_name: &'static str,
     pub first: &'static str,
     pub second: &'static str,
+}
+
+/// The message of a panic caught in a kind's code.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
 }
 
 /// A command line an interrupt operation runs chrooted into the host, with its options.

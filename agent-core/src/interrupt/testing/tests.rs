@@ -116,7 +116,7 @@ async fn test_host_runs_what_the_operator_bytes_become() {
     let (result, records) = host.run_kind(&kind).await;
     assert_eq!(
         result.unwrap_err().to_string(),
-        r#"serialized interrupt must be base64-encoded JSON with a "type" field: field "node" is missing"#
+        r#"interrupt kind "unserialized" (module agent_core::interrupt::testing::tests) is broken, so its payloads are refused: its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
     );
     assert!(records.is_empty());
     assert!(host.commands().is_empty(), "nothing ran");
