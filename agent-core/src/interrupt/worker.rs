@@ -51,6 +51,14 @@ impl Limits {
     }
 }
 
+/// Entered by the kind's thread before the kind's code runs (in a kind's tests: the trap that
+/// refuses to start processes outside the context).
+pub(crate) trait Confine: Send + Sync + std::fmt::Debug {
+    /// # Errors
+    /// The thread could not be confined: the kind's code does not run.
+    fn enter(&self) -> Result<(), String>;
+}
+
 /// Why the agent gave up on a kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GaveUp {
@@ -126,6 +134,7 @@ pub(crate) async fn run_kind(
     interrupt: Arc<dyn Interrupt>,
     ops: Arc<dyn Operations>,
     limits: &Limits,
+    confine: Option<Arc<dyn Confine>>,
 ) -> KindEnd {
     let type_name = interrupt.type_name();
     let (activity, mut watching) = watch::channel(Activity {
@@ -150,7 +159,12 @@ pub(crate) async fn run_kind(
     let spawned = std::thread::Builder::new()
         .name(format!("interrupt {type_name}"))
         .spawn(move || {
-            let polled = poll_kind(&*interrupt, &cx, &told);
+            let polled = match confine.map_or(Ok(()), |c| c.enter()) {
+                Ok(()) => poll_kind(&*interrupt, &cx, &told),
+                Err(e) => Polled::Returned(Err(InterruptError::kind(format!(
+                    "confining the thread of interrupt kind {type_name:?}: {e}"
+                )))),
+            };
             // The agent may have stopped waiting; nothing to tell then.
             let _ = done.send(polled);
         });
