@@ -13,8 +13,9 @@
 #      (KUBERNETES_VALIDATE names it).
 #   2. the dependency policy (deny.toml: licenses, duplicate versions, crates.io only; offline,
 #      so not advisories), cargo fmt --check, cargo clippy -D warnings, rustdoc -D warnings, a
-#      build of every binary (the plugin tests run the distributor binary of
-#      examples/custom-agent, which `cargo test` does not build for another package's tests).
+#      build of every binary (the plugin tests run the distributor binaries of
+#      examples/custom-agent and tests/misbehaving_kinds, which `cargo test` does not build
+#      for another package's tests).
 #   3. cargo test --workspace --locked. Many integration tests chroot into a fake host root,
 #      which needs root. As root they run as they are; otherwise every test binary runs inside
 #      a user namespace (`unshare --user --map-root-user --mount`) where the test process is

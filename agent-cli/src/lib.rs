@@ -1,6 +1,8 @@
 //! The `agent` binary's library: operator argv forms, subcommands and wiring.
 //!
-//! Distributors who link extra interrupt kinds build their own binary that calls [`main`].
+//! Distributors who link extra interrupt kinds build their own binary, naming the kinds:
+//! `agent_cli::main_with_kinds!(gpu_reset::GpuReset);` (or [`Agent`]), so a kind that is not
+//! linked is a compile error.
 
 mod commands;
 mod logfmt;
@@ -69,11 +71,84 @@ pub(crate) fn print_version() -> ExitCode {
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
+/// The `main` of a distributor's binary: the stock agent plus the interrupt kinds it names
+/// (SPEC §9.5). Naming a kind links its crate, so a kind that is not linked is a compile
+/// error, not a payload refused on a node:
+///
+/// ```ignore
+/// agent_cli::main_with_kinds!(gpu_reset::GpuReset, pod_drain::PodDrain);
+/// ```
+///
+/// expands to `fn main() -> ExitCode`, the same as
+/// `Agent::new().kind::<gpu_reset::GpuReset>().kind::<pod_drain::PodDrain>().main()`.
+#[macro_export]
+macro_rules! main_with_kinds {
+    ($($kind:ty),+ $(,)?) => {
+        fn main() -> ::std::process::ExitCode {
+            $crate::Agent::new()$(.kind::<$kind>())+.main()
+        }
+    };
+}
+
+/// A distributor's agent: the stock agent (with the built-in kinds) plus the kinds named with
+/// [`Agent::kind`]. See [`main_with_kinds!`].
+#[derive(Debug, Default)]
+pub struct Agent {
+    kinds: Vec<NamedKind>,
+}
+
+/// A kind a distributor named.
+#[derive(Debug, Clone, Copy)]
+struct NamedKind {
+    rust_type: &'static str,
+    type_name: &'static str,
+    registered: fn() -> bool,
+}
+
+impl Agent {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add interrupt kind `K` (a type declared with `#[agent_core::interrupt]`).
+    #[must_use]
+    pub fn kind<K: agent_core::InterruptKind>(mut self) -> Self {
+        self.kinds.push(NamedKind {
+            rust_type: std::any::type_name::<K>(),
+            type_name: K::TYPE,
+            registered: || agent_core::plugin::registry::descriptor_of::<K>().is_some(),
+        });
+        self
+    }
+
+    /// Run the agent with the process's arguments.
+    pub fn main(self) -> ExitCode {
+        self.run(std::env::args_os().skip(1).collect())
+    }
+
+    /// Run the agent with `args` (without the program name), after checking that every kind
+    /// named is registered in this binary.
+    pub fn run(self, args: Vec<OsString>) -> ExitCode {
+        for k in &self.kinds {
+            if !(k.registered)() {
+                eprint_out(&format!(
+                    "agent: interrupt kind {} (type {:?}) is named by this binary but not \
+                     registered in it: declare it with #[agent_core::interrupt]\n",
+                    k.rust_type, k.type_name
+                ));
+                return ExitCode::from(EXIT_FAILED);
+            }
+        }
+        main(args)
+    }
+}
+
 /// Run the agent with `args` (without the program name).
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    // SPEC §9.5: two kinds with one wire name would make decoding ambiguous, and a kind whose
-    // example does not decode back to itself is declared wrong.
-    if let Err(e) = agent_core::plugin::codec::check() {
+    // SPEC §9.5: two kinds with one wire name would make decoding ambiguous. A kind whose
+    // example does not decode back to itself is declared wrong, but it does not stop the
+    // agent: `interrupts list` names it, and only its payloads are refused.
+    if let Err(e) = agent_core::plugin::registry::check_unique() {
         eprint_out(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }
@@ -458,7 +533,7 @@ async fn run_interrupt(
     if !decoded.unknown_fields.is_empty() {
         warn!(
             r#type = decoded.interrupt.type_name(),
-            fields = %decoded.unknown_fields.join(", "),
+            fields = %decoded.unknown_field_notes().join(", "),
             "ignoring unknown interrupt fields"
         );
     }

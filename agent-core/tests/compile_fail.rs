@@ -48,3 +48,29 @@ fn first_code_span(cell: &str) -> Option<&str> {
     let rest = &cell[start + 1..];
     rest.find('`').map(|end| &rest[..end])
 }
+
+/// docs/interrupts.md's clippy.toml for a kind's crate is the one the example kind's crate
+/// uses (and `cargo clippy -D warnings` of the workspace lints it with).
+#[test]
+fn the_documented_clippy_toml_is_the_example_kind_s() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(repo.join("docs/interrupts.md")).unwrap();
+    let section = doc
+        .split("### Lints for a kind's crate")
+        .nth(1)
+        .expect("a Lints section");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block");
+    let file = std::fs::read_to_string(repo.join("examples/custom-interrupt/clippy.toml")).unwrap();
+    assert_eq!(block, file);
+    for banned in [
+        "std::process::Command",
+        "tokio::process::Command",
+        "std::thread::sleep",
+    ] {
+        assert!(file.contains(&format!("path = \"{banned}\"")), "{banned}");
+    }
+}

@@ -295,14 +295,32 @@ fn emit(args: &Args, imp: &ItemImpl) -> proc_macro2::TokenStream {
         summary,
         example,
     } = args;
+    let kind = &imp.self_ty;
+    let span = type_name.span();
+    // Without `example`, the listed example is `{"type":"<type>"}`: right only for a kind
+    // without fields. A kind with fields has a size; a kind without has none, so a constant
+    // says which at compile time (the struct itself is out of the attribute's sight).
+    let needs_example = example.is_none().then(|| {
+        let name = type_name.value();
+        let message = LitStr::new(
+            &format!(
+                "#[agent_core::interrupt(type = \"{name}\", ...)] needs `example`: the kind has \
+                 fields, and the default example {{{{\"type\":\"{name}\"}}}} shows none of them \
+                 (and does not decode when one is required). Add example = \
+                 r#\"{{{{\"type\":\"{name}\",...}}}}\"#, the payload in its canonical form"
+            ),
+            span,
+        );
+        quote_spanned! {span=>
+            const _: () = ::core::assert!(::core::mem::size_of::<#kind>() == 0, #message);
+        }
+    });
     let example = example.clone().unwrap_or_else(|| {
         LitStr::new(
             &format!("{{\"type\":\"{}\"}}", type_name.value()),
             type_name.span(),
         )
     });
-    let kind = &imp.self_ty;
-    let span = type_name.span();
     // The user's impl, with the constants the attribute declares.
     let mut imp = imp.clone();
     imp.items.extend([
@@ -312,6 +330,8 @@ fn emit(args: &Args, imp: &ItemImpl) -> proc_macro2::TokenStream {
     ]);
     quote_spanned! {span=>
         #imp
+
+        #needs_example
 
         impl ::agent_core::__private::Declared for #kind {}
 

@@ -530,7 +530,7 @@ static CASES: &[Case] = &[
             CD,
             Val::Payload(br#"{"type":"service_restart","services":"kubelet"}"#),
         ],
-        message: malformed!(r#"invalid type: string "kubelet", expected a sequence"#),
+        message: malformed!(r#"field "services": expected an array, found the string "kubelet""#),
         ..INTERRUPT
     },
     Case {
@@ -541,7 +541,7 @@ static CASES: &[Case] = &[
             CD,
             Val::Payload(br#"{"type":"service_restart","services":["kubelet",1]}"#),
         ],
-        message: malformed!("invalid type: integer `1`, expected a string"),
+        message: malformed!(r#"field "services[1]": expected a string, found the integer 1"#),
         ..INTERRUPT
     },
     Case {

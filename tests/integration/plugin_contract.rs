@@ -13,6 +13,11 @@ use crate::util::{
     process_alive,
 };
 
+/// The example distributor (`pod_drain`).
+fn distributor() -> PathBuf {
+    crate::plugins::distributor()
+}
+
 const RESULTS: &str = "var/lib/skyhook/sk1/results/pkg/1.0.0/interrupt.json";
 
 /// The test distributor, built next to `agent`.
@@ -271,4 +276,167 @@ fn the_step_timeout_bounds_a_kind_s_own_code() {
     run.assert_stderr_line_contains(&["agent execution failed", error]);
     assert_eq!(host.calls(), ["gpu-tool first"]);
     assert_failed_record(&host, error);
+}
+
+/// The stock agent's run of `json` on a fresh host: it must fail before touching anything.
+fn refused(json: &str, program: Option<&std::path::Path>) -> Run {
+    let host = FakeHost::with_package_dir();
+    let before = host.snapshot();
+    let cmd = host.interrupt(&interrupt_data(json));
+    let run = match program {
+        Some(p) => cmd.run_program(p),
+        None => cmd.run(),
+    };
+    run.assert_code(1);
+    before.assert_unchanged(&host.snapshot(), json);
+    run
+}
+
+#[test]
+fn a_decoding_error_names_the_field_and_the_expected_type() {
+    require_root!();
+    refused(r#"{"type":"service_restart","services":5}"#, None).assert_stderr_contains(
+        r#"serialized interrupt must be base64-encoded JSON with a "type" field: field "services": expected an array, found the integer 5"#,
+    );
+    refused(
+        r#"{"type":"pod_drain","timeout_seconds":"5"}"#,
+        Some(&distributor()),
+    )
+    .assert_stderr_contains(
+        r#"field "timeout_seconds": expected an unsigned integer, found the string "5""#,
+    );
+}
+
+#[test]
+fn a_misspelt_field_gets_did_you_mean_also_when_the_payload_is_refused() {
+    require_root!();
+    // Ignored (a newer operator's field), but named with the field it is near.
+    let host = FakeHost::with_package_dir();
+    let run = host
+        .interrupt(&interrupt_data(
+            r#"{"type":"service_restart","service":["kubelet"]}"#,
+        ))
+        .run();
+    run.assert_success();
+    run.assert_stderr_line_contains(&[
+        "ignoring unknown interrupt fields",
+        r#"fields=service (did you mean "services"?)"#,
+    ]);
+    assert_eq!(host.calls(), ["systemctl daemon-reload"]);
+
+    // A required field missing because it is misspelt.
+    refused(
+        r#"{"type":"swallows_failure","gpu":["0"]}"#,
+        Some(&misbehaving()),
+    )
+    .assert_stderr_contains(
+        r#"field "gpus" is missing; unknown fields: gpu (did you mean "gpus"?)"#,
+    );
+    // The kind's own check refuses the payload.
+    refused(
+        r#"{"type":"pod_drain","timeout_seconds":0,"node_nme":"gpu-node-7"}"#,
+        Some(&distributor()),
+    )
+    .assert_stderr_contains(
+        r#"invalid pod_drain interrupt: timeout_seconds: must be between 1 and 86400, not 0; unknown fields: node_nme (did you mean "node_name"?)"#,
+    );
+}
+
+#[test]
+fn a_misspelt_type_gets_the_nearest_registered_one() {
+    require_root!();
+    refused(r#"{"type":"service_restrat"}"#, None).assert_stderr_contains(
+        r#"unknown interrupt "service_restrat" must be one of: no_op, node_restart, restart_all_services, script_interrupt, service_restart (did you mean "service_restart"?)"#,
+    );
+}
+
+#[test]
+fn interrupts_encode_names_the_near_miss_of_an_unknown_field() {
+    let run = FakeHost::new()
+        .agent()
+        .args([
+            "interrupts",
+            "encode",
+            r#"{"type":"service_restart","service":[]}"#,
+        ])
+        .run();
+    run.assert_success();
+    run.assert_stderr_contains(
+        r#"warning: ignoring unknown interrupt fields: service (did you mean "services"?)"#,
+    );
+}
+
+const BROKEN: &str = r#"interrupt kind "broken_example" (module agent_with_misbehaving_kinds::kinds) is broken, so its payloads are refused: its example {"type":"broken_example","gpus":[]} does not decode: invalid broken_example interrupt: gpus: must name at least one GPU"#;
+
+fn misbehaving_subcommand(args: &[&str]) -> Run {
+    crate::plugins::subcommand_of(&misbehaving(), args)
+}
+
+#[test]
+fn a_broken_kind_does_not_stop_the_agent() {
+    // The binary links `broken_example`, whose example fails its own validate.
+    let run = misbehaving_subcommand(&["--version"]);
+    run.assert_success();
+    let stock = FakeHost::new().agent().args(["--version"]).run();
+    assert_eq!(run.out(), stock.out());
+    misbehaving_subcommand(&["--help"]).assert_success();
+    misbehaving_subcommand(&[
+        "interrupts",
+        "encode",
+        r#"{"type":"swallows_failure","gpus":["0"]}"#,
+    ])
+    .assert_success();
+}
+
+#[test]
+fn interrupts_list_names_the_broken_kind_and_lists_the_others() {
+    let run = misbehaving_subcommand(&["interrupts", "list"]);
+    run.assert_code(1);
+    run.assert_stderr_contains(BROKEN);
+    crate::plugins::assert_lists(
+        &run,
+        &[
+            "broken_example",
+            "panics",
+            "service_restart",
+            "swallows_failure",
+        ],
+    );
+    assert!(
+        run.out().contains(
+            "BROKEN: its example {\"type\":\"broken_example\",\"gpus\":[]} does not decode"
+        ),
+        "{run:?}"
+    );
+
+    let run = misbehaving_subcommand(&["interrupts", "list", "--format", "json"]);
+    run.assert_code(1);
+    let list: Value = serde_json::from_slice(&run.stdout).expect("JSON on stdout");
+    let kinds = list.as_array().expect("an array");
+    let broken: Vec<&str> = kinds
+        .iter()
+        .filter(|k| k.get("broken").is_some())
+        .map(|k| k["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(broken, ["broken_example"]);
+}
+
+#[test]
+fn only_the_payloads_of_a_broken_kind_are_refused() {
+    require_root!();
+    refused(
+        r#"{"type":"broken_example","gpus":["0"]}"#,
+        Some(&misbehaving()),
+    )
+    .assert_stderr_contains(BROKEN);
+    let host = gpu_host();
+    run_kind(
+        &host,
+        r#"{"type":"service_restart","services":["kubelet"]}"#,
+    )
+    .assert_success();
+    assert_eq!(
+        host.calls(),
+        ["systemctl daemon-reload", "systemctl restart kubelet"]
+    );
 }

@@ -16,7 +16,7 @@ const BUILTIN_TYPES: &str =
     "no_op, node_restart, restart_all_services, script_interrupt, service_restart";
 
 /// The distributor's binary, built next to `agent`.
-fn distributor() -> PathBuf {
+pub(crate) fn distributor() -> PathBuf {
     let exe =
         std::path::Path::new(env!("CARGO_BIN_EXE_agent")).with_file_name("agent-with-pod-drain");
     assert!(
@@ -36,32 +36,42 @@ fn drain(host: &FakeHost, json: &str) -> Run {
 }
 
 fn subcommand(args: &[&str]) -> Run {
-    FakeHost::new()
-        .agent()
-        .args(args)
-        .run_program(&distributor())
+    subcommand_of(&distributor(), args)
+}
+
+/// `program ARGS` (a subcommand: no host root needed).
+pub(crate) fn subcommand_of(program: &std::path::Path, args: &[&str]) -> Run {
+    FakeHost::new().agent().args(args).run_program(program)
+}
+
+/// The text listing of `run` has a line for each of `types`.
+pub(crate) fn assert_lists(run: &Run, types: &[&str]) {
+    let out = run.out();
+    for ty in types {
+        assert!(
+            out.lines().any(|l| l.split_whitespace().next() == Some(ty)),
+            "{ty} not listed\n{run:?}"
+        );
+    }
 }
 
 #[test]
 fn distributor_lists_pod_drain_and_every_builtin() {
     let run = subcommand(&["interrupts", "list"]);
     run.assert_success();
-    let out = run.out();
-    for ty in [
-        "no_op",
-        "node_restart",
-        "pod_drain",
-        "restart_all_services",
-        "script_interrupt",
-        "service_restart",
-    ] {
-        assert!(
-            out.lines().any(|l| l.split_whitespace().next() == Some(ty)),
-            "{ty} not listed\n{run:?}"
-        );
-    }
+    assert_lists(
+        &run,
+        &[
+            "no_op",
+            "node_restart",
+            "pod_drain",
+            "restart_all_services",
+            "script_interrupt",
+            "service_restart",
+        ],
+    );
     assert!(
-        out.contains("module: custom_interrupt::pod_drain"),
+        run.out().contains("module: custom_interrupt::pod_drain"),
         "{run:?}"
     );
 }

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use agent_core::{Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind};
+use agent_core::{
+    BoxError, Command, CompletionPolicy, InterruptContext, InterruptError, InterruptKind,
+};
 use serde::{Deserialize, Serialize};
 
 fn gpu_tool(args: &[&str]) -> Command {
@@ -95,5 +97,33 @@ impl InterruptKind for BlocksBetween {
         std::thread::sleep(Duration::from_secs(600));
         cx.operation(1, CompletionPolicy::OnSuccess, gpu_tool(&["second"]))
             .await
+    }
+}
+/// Its example fails its own validation.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct BrokenExample {
+    pub gpus: Vec<String>,
+}
+
+#[agent_core::interrupt(
+    type = "broken_example",
+    summary = "an example its own validate refuses",
+    example = r#"{"type":"broken_example","gpus":[]}"#
+)]
+impl InterruptKind for BrokenExample {
+    fn validate(&self) -> Result<(), BoxError> {
+        if self.gpus.is_empty() {
+            return Err("gpus: must name at least one GPU".into());
+        }
+        Ok(())
+    }
+
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        cx.operation(
+            0,
+            CompletionPolicy::OnSuccess,
+            gpu_tool(&self.gpus.iter().map(String::as_str).collect::<Vec<_>>()),
+        )
+        .await
     }
 }

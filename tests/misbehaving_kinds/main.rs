@@ -5,10 +5,13 @@
 //!
 //! Their commands are `gpu-tool ...`, a fake tool the tests put on the fake host.
 
-use std::process::ExitCode;
-
 mod kinds;
 
-fn main() -> ExitCode {
-    agent_cli::main(std::env::args_os().skip(1).collect())
-}
+agent_cli::main_with_kinds!(
+    kinds::SwallowsFailure,
+    kinds::RunsIndexTwice,
+    kinds::Panics,
+    kinds::SleepsBetween,
+    kinds::BlocksBetween,
+    kinds::BrokenExample,
+);

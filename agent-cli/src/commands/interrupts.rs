@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use agent_core::Interrupt;
 use agent_core::exec::Output;
+use agent_core::plugin::codec;
 use agent_core::plugin::contract::DecodeError;
-use agent_core::plugin::registry;
+use agent_core::plugin::registry::{self, InterruptDescriptor};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Interrupts {
@@ -25,6 +26,15 @@ pub enum Interrupts {
     Decode { data: String },
 }
 
+/// One kind as listed: its descriptor, and why it is broken (SPEC §9.5), if it is.
+#[derive(Debug, serde::Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    descriptor: &'a InterruptDescriptor,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    broken: Option<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Text,
@@ -35,7 +45,13 @@ pub fn run(cmd: Interrupts) -> ExitCode {
     let out = Output::process();
     match cmd {
         Interrupts::List { format } => {
-            let kinds = registry::kinds();
+            let kinds: Vec<Listed<'_>> = registry::kinds()
+                .into_iter()
+                .map(|descriptor| Listed {
+                    descriptor,
+                    broken: codec::broken(descriptor),
+                })
+                .collect();
             let text = match format {
                 Format::Json => {
                     let mut s =
@@ -44,25 +60,55 @@ pub fn run(cmd: Interrupts) -> ExitCode {
                     s
                 }
                 Format::Text => {
-                    let width = kinds.iter().map(|k| k.type_name.len()).max().unwrap_or(0);
+                    let width = kinds
+                        .iter()
+                        .map(|k| k.descriptor.type_name.len())
+                        .max()
+                        .unwrap_or(0);
                     let mut s = String::new();
-                    for k in &kinds {
+                    for Listed {
+                        descriptor: k,
+                        broken,
+                    } in &kinds
+                    {
                         let _ = writeln!(s, "{:width$}  {}", k.type_name, k.summary);
                         let _ = writeln!(
                             s,
                             "{:width$}  module: {}  example: {}",
                             "", k.module, k.example
                         );
+                        if let Some(problem) = broken {
+                            let _ = writeln!(
+                                s,
+                                "{:width$}  BROKEN: {problem}; its payloads are refused",
+                                ""
+                            );
+                        }
                     }
                     s
                 }
             };
             out.print(&text);
-            ExitCode::SUCCESS
+            // SPEC §9.5: a broken kind is named, and the listing says the binary has one.
+            let mut code = ExitCode::SUCCESS;
+            for Listed {
+                descriptor: k,
+                broken,
+            } in &kinds
+            {
+                if let Some(problem) = broken {
+                    code = fail(&DecodeError::BrokenKind {
+                        type_name: k.type_name,
+                        module: k.module,
+                        problem: problem.clone(),
+                    });
+                }
+            }
+            code
         }
         Interrupts::Encode { json } => match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
             Ok(decoded) => {
-                warn_unknown(&decoded.unknown_fields);
+                warn_unknown(&decoded.unknown_field_notes());
                 let data = decoded.interrupt.to_base64();
                 if data.len() >= MAX_ARG_STRLEN {
                     return fail(&format!(
@@ -78,7 +124,7 @@ pub fn run(cmd: Interrupts) -> ExitCode {
         },
         Interrupts::Decode { data } => match <dyn Interrupt>::from_base64(&data) {
             Ok(decoded) => {
-                warn_unknown(&decoded.unknown_fields);
+                warn_unknown(&decoded.unknown_field_notes());
                 out.print(&format!("{}\n", decoded.interrupt.to_json()));
                 ExitCode::SUCCESS
             }

@@ -212,7 +212,7 @@ fn interrupt(
     if !decoded.unknown_fields.is_empty() {
         tracing::warn!(
             r#type = decoded.interrupt.type_name(),
-            fields = %decoded.unknown_fields.join(", "),
+            fields = %decoded.unknown_field_notes().join(", "),
             "ignoring unknown interrupt fields"
         );
     }

@@ -10,4 +10,4 @@ mod reboot;
 pub mod runner;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-mod worker;
+pub(crate) mod worker;

@@ -227,6 +227,15 @@ pub async fn plan_operations(
     settings: InterruptSettings,
     interrupt: &(dyn Interrupt + 'static),
 ) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
+    plan_confined(settings, interrupt, None).await
+}
+
+/// [`plan_operations`], the kind's thread entering `confine` first (in tests: the spawn trap).
+pub(crate) async fn plan_confined(
+    settings: InterruptSettings,
+    interrupt: &(dyn Interrupt + 'static),
+    confine: Option<Arc<dyn worker::Confine>>,
+) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
     if let Err(e) = validate(interrupt) {
         return (Vec::new(), Err(e));
     }
@@ -242,7 +251,7 @@ pub async fn plan_operations(
     });
     // As in a run: the kind's code on its own thread, a panic caught.
     let limits = worker::Limits::none();
-    let result = worker::run_kind(owned, dry.clone(), &limits)
+    let result = worker::run_kind(owned, dry.clone(), &limits, confine)
         .await
         .into_result(type_name, &limits);
     let operations = std::mem::take(&mut dry.state().operations);

@@ -578,6 +578,15 @@ pub async fn run(
 /// (a panic there is caught and fails the run); an operation that failed fails the run
 /// whatever the kind returns afterwards, and so does an index handed over twice.
 pub async fn run_owned(settings: InterruptSettings, interrupt: Arc<dyn Interrupt>) -> InterruptRun {
+    run_confined(settings, interrupt, None).await
+}
+
+/// [`run_owned`], the kind's thread entering `confine` first (in tests: the spawn trap).
+pub(crate) async fn run_confined(
+    settings: InterruptSettings,
+    interrupt: Arc<dyn Interrupt>,
+    confine: Option<Arc<dyn worker::Confine>>,
+) -> InterruptRun {
     // Before anything is touched; kinds rely on it instead of checking again in `run`.
     if let Err(e) = validate(interrupt.as_ref()) {
         return InterruptRun::failed(e);
@@ -591,7 +600,7 @@ pub async fn run_owned(settings: InterruptSettings, interrupt: Arc<dyn Interrupt
         grace: backend.settings.exec.stop_grace,
         timeout: backend.settings.exec.timeout,
     };
-    let end = worker::run_kind(interrupt, backend.clone(), &limits).await;
+    let end = worker::run_kind(interrupt, backend.clone(), &limits, confine).await;
     if matches!(end, worker::KindEnd::Dropped(worker::GaveUp::Stopped)) {
         warn!(
             kind = type_name,

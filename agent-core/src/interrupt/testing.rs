@@ -1,7 +1,10 @@
 //! Test support for interrupt kinds (cargo feature `testing`): run a kind through the real
 //! decoder and orchestration (markers, boot-ID protocol, logs) against a directory standing in
-//! for the host root, with a runner that records commands and spawns nothing; and
-//! [`assert_kind`], the conformance check every kind's own tests call.
+//! for the host root, with a runner that records commands and spawns nothing, and with the
+//! kind's own code refused any process it starts itself; and [`assert_kind`], the
+//! conformance check every kind's own tests call. What a kind's tests need is re-exported
+//! here: [`InterruptOutcome`], [`OperationRecord`], [`Termination`], [`PlannedOperation`],
+//! [`PlannedAction`].
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -33,15 +36,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::exec::{
-    self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec, Runner, Termination,
+    self, Cancellation, ExecError, MemorySink, Outcome, Output, ProcessSpec, Runner,
 };
 use crate::host::fs::HostFs;
-use crate::interrupt::plan::{self, PlannedOperation};
-use crate::interrupt::runner::{self, InterruptOutcome, InterruptSettings, OperationRecord};
+use crate::interrupt::plan;
+use crate::interrupt::runner::{self, InterruptSettings};
 use crate::plugin::codec;
 use crate::plugin::contract::{CompletionPolicy, Interrupt, InterruptError, InterruptKind};
 use crate::plugin::registry;
-use crate::stage::plan::PlannedAction;
+use spawn_trap::SpawnTrap;
+
+pub use crate::exec::Termination;
+pub use crate::interrupt::plan::PlannedOperation;
+pub use crate::interrupt::runner::{InterruptOutcome, OperationRecord};
+pub use crate::stage::plan::PlannedAction;
 
 /// Records every command line and answers with scripted terminations (exit 0 once the script
 /// is used up). Nothing is spawned.
@@ -251,7 +259,14 @@ impl TestHost {
     ) {
         match <dyn Interrupt>::from_json_bytes(payload.as_bytes()) {
             Ok(decoded) => {
-                runner::run_interrupt(self.settings.clone(), decoded.interrupt.into()).await
+                let trap = Arc::new(SpawnTrap::default());
+                let run = runner::run_confined(
+                    self.settings.clone(),
+                    decoded.interrupt.into(),
+                    Some(trap.clone()),
+                )
+                .await;
+                (spawned_outside(&trap).map_or(run.result, Err), run.records)
             }
             Err(e) => (Err(e.into()), Vec::new()),
         }
@@ -276,8 +291,16 @@ impl TestHost {
     /// The payload does not decode, or the kind gave up.
     pub async fn plan(&self, payload: &str) -> Result<Vec<PlannedOperation>, InterruptError> {
         let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())?;
-        let (planned, result) =
-            plan::plan_operations(self.settings.clone(), decoded.interrupt.as_ref()).await;
+        let trap = Arc::new(SpawnTrap::default());
+        let (planned, result) = plan::plan_confined(
+            self.settings.clone(),
+            decoded.interrupt.as_ref(),
+            Some(trap.clone()),
+        )
+        .await;
+        if let Some(e) = spawned_outside(&trap) {
+            return Err(e);
+        }
         result.map(|()| planned)
     }
 
@@ -349,10 +372,15 @@ impl TestHost {
 /// - a dry run plans operations named `<type>_<i>` (or `<type>`), runs nothing and writes
 ///   nothing, and a real run then runs exactly the commands the plan announced (answering
 ///   after-reboot operations with the shutdown, and changing the boot ID, until complete);
+/// - the kind's code starts no process itself (every run and plan of a [`TestHost`] refuses
+///   and reports it);
+/// - the example runs at least one operation or marks the kind done
+///   ([`Conformance::runs_nothing`] for a kind that does nothing on purpose);
 /// - the run leaves only markers named `<type>_<i>.complete` (or `<type>.complete`), one per
 ///   operation, and a second run skips them all and runs nothing;
-/// - when its last command fails, the run fails naming it and writes no marker for it, and the
-///   next run skips the operations before it and resumes there.
+/// - when any one of its commands fails (each in turn, up to the first reboot), the run fails
+///   naming it (a kind that returns `Ok` anyway is named for it) and writes no marker for it,
+///   and the next run skips the operations before it and resumes there.
 ///
 /// # Panics
 /// On the first check that fails, with what was expected and what happened.
@@ -364,6 +392,7 @@ pub fn assert_kind<K: InterruptKind>() {
 #[derive(Debug, Default, Clone)]
 pub struct Conformance {
     env: Vec<(String, String)>,
+    runs_nothing: bool,
 }
 
 impl Conformance {
@@ -375,6 +404,15 @@ impl Conformance {
     #[must_use]
     pub fn env(mut self, name: &str, value: &str) -> Self {
         self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The kind runs no operation and marks nothing done on purpose (like `script_interrupt`,
+    /// whose package's scripts do the work). Without it, a kind whose example runs nothing
+    /// fails the check.
+    #[must_use]
+    pub fn runs_nothing(mut self) -> Self {
+        self.runs_nothing = true;
         self
     }
 
@@ -484,6 +522,18 @@ impl Conformance {
             }
         }
 
+        // SPEC §9.5: a kind whose example hands over no operation, and marks nothing done,
+        // does nothing on a node (a `cx.operation(..)` not awaited never runs).
+        if operations.is_empty() && !self.runs_nothing {
+            fail(
+                "the example ran no operation and marked nothing done: hand each command to \
+                 `cx.operation(i, ..).await` (an operation that is not awaited never runs), or \
+                 call `cx.mark_done()` when the kind runs none; for a kind that does nothing on \
+                 purpose, check it with Conformance::new().runs_nothing()"
+                    .into(),
+            );
+        }
+
         // One completion marker per operation, and nothing else.
         let expected: Vec<String> = {
             let mut m: Vec<String> = operations
@@ -522,62 +572,70 @@ impl Conformance {
         self.check_resume(&rt, example, &who);
     }
 
-    /// Fail the last command of the first run, then resume.
+    /// Fail each command of the first run in turn (on a fresh host), then resume.
     fn check_resume(&self, rt: &tokio::runtime::Runtime, example: &str, who: &str) {
-        let fail = |what: String| fail(who, &what);
-        let host = self.host();
-        let planned = rt.block_on(host.plan(example)).unwrap_or_default();
+        let planned = rt.block_on(self.host().plan(example)).unwrap_or_default();
         let runs: Vec<&PlannedOperation> = planned
             .iter()
             .filter(|op| op.action == PlannedAction::Run)
             .collect();
-        let Some(last) = runs
+        // The commands that can fail and resume: those before the first reboot.
+        let before_reboot = runs
             .iter()
-            .rposition(|op| op.policy == Some(CompletionPolicy::OnSuccess))
-        else {
-            return; // nothing that can fail and resume
-        };
-        if runs[..last]
-            .iter()
-            .any(|op| op.policy == Some(CompletionPolicy::AfterReboot))
-        {
-            return; // a reboot comes first
+            .position(|op| op.policy == Some(CompletionPolicy::AfterReboot))
+            .unwrap_or(runs.len());
+        for failing in 0..before_reboot {
+            self.check_failure_at(rt, example, who, &runs, failing);
         }
-        let failing = runs[last];
-        let command = failing.command.clone().unwrap_or_default();
-        host.answer((0..last).map(|_| Termination::Exited(0)));
+    }
+
+    /// Command `failing` of `runs` exits 1: the run fails naming it, leaves no marker for it,
+    /// keeps those before it, and the next run skips those and runs it again.
+    fn check_failure_at(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        example: &str,
+        who: &str,
+        runs: &[&PlannedOperation],
+        failing: usize,
+    ) {
+        let fail = |what: String| fail(who, &what);
+        let host = self.host();
+        let op = runs[failing];
+        let command = op.command.clone().unwrap_or_default();
+        host.answer((0..failing).map(|_| Termination::Exited(0)));
         host.answer([Termination::Exited(1)]);
         let (result, _) = rt.block_on(host.run(example));
         let expected = format!("{command}: exit code 1");
         match result {
-            Err(e) if e.to_string() == expected => {}
             Err(InterruptError::SwallowedFailure { operation, .. }) => fail(format!(
                 "the kind returned Ok after {command:?} ({operation}) exited 1: pass the failure \
                  on (`cx.operation(..).await?`); on a node the agent fails the run for it"
             )),
+            Err(e) if e.to_string().contains(&expected) => {}
             other => fail(format!(
                 "when {command:?} exits 1 the run must fail with {expected:?}, got {other:?}"
             )),
         }
-        let marker = format!("{}.complete", failing.operation);
+        let marker = format!("{}.complete", op.operation);
         if host.marker(&marker).is_some() {
             fail(format!("{marker} was written although {command:?} failed"));
         }
-        let done: Vec<&str> = runs[..last]
+        let done: Vec<&str> = runs[..failing]
             .iter()
             .map(|op| op.operation.as_str())
             .collect();
         for op in &done {
             if host.marker(&format!("{op}.complete")).is_none() {
                 fail(format!(
-                    "{op} succeeded before the failure but has no marker"
+                    "{op} succeeded before {command:?} failed but has no marker"
                 ));
             }
         }
         let ran_before = host.commands().len();
         let (result, records) = rt.block_on(host.run(example));
         if let Err(e) = result {
-            fail(format!("the run after the failure failed: {e}"));
+            fail(format!("the run after {command:?} failed, failed: {e}"));
         }
         let skipped: Vec<String> = records
             .iter()
@@ -589,19 +647,33 @@ impl Conformance {
         for op in &done {
             if !skipped.contains(&format!("{op}.complete")) {
                 fail(format!(
-                    "the run after the failure did not skip {op}, which was complete"
+                    "the run after {command:?} failed did not skip {op}, which was complete"
                 ));
             }
         }
         if !host.commands()[ran_before..].contains(&command) {
             fail(format!(
-                "the run after the failure did not run {command:?} again"
+                "the run after {command:?} failed did not run it again"
             ));
         }
         if host.marker(&marker).is_none() {
             fail(format!("{marker} missing after the resumed run"));
         }
     }
+}
+
+/// SPEC §9.5: the error of a run in which the kind tried to start a process itself.
+fn spawned_outside(trap: &SpawnTrap) -> Option<InterruptError> {
+    let calls = trap.attempts();
+    (!calls.is_empty()).then(|| {
+        InterruptError::kind(format!(
+            "the kind started a process itself ({}), outside its context; the call was refused. \
+             Hand every command to cx.operation, which runs, records and stops it: on a node, \
+             std::process::Command or tokio::process::Command in a kind runs unrecorded, and \
+             outlives a stop",
+            calls.join(", ")
+        ))
+    })
 }
 
 fn fail(who: &str, what: &str) -> ! {
@@ -623,6 +695,34 @@ fn shutdown_or_success(op: &PlannedOperation) -> Termination {
         Termination::Signalled(libc::SIGTERM)
     } else {
         Termination::Exited(0)
+    }
+}
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod spawn_trap;
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+mod spawn_trap {
+    //! The trap needs a seccomp filter written for the architecture; elsewhere a kind's tests
+    //! fail saying so, rather than pass without the check.
+    #[derive(Debug, Default)]
+    pub(crate) struct SpawnTrap;
+
+    impl SpawnTrap {
+        pub(crate) fn attempts(&self) -> Vec<&'static str> {
+            Vec::new()
+        }
+    }
+
+    impl crate::interrupt::worker::Confine for SpawnTrap {
+        fn enter(&self) -> Result<(), String> {
+            Err("the spawn trap supports x86_64 and aarch64 Linux only".into())
+        }
     }
 }
 

@@ -9,7 +9,6 @@
 //! stop grace to return, and then its future is dropped. A kind blocked in synchronous code
 //! cannot be dropped; the agent leaves its thread behind and ends the run.
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, PanicHookInfo};
 use std::sync::{Arc, Once};
@@ -22,6 +21,7 @@ use tracing::{error, warn};
 use crate::host::runtime::format_seconds;
 use crate::plugin::contract::{
     Command, CompletionPolicy, Interrupt, InterruptContext, InterruptError, Operations,
+    panic_message,
 };
 
 /// How long a kind's thread has to let go of the kind's future once told to: a thread that
@@ -49,6 +49,14 @@ impl Limits {
             timeout: None,
         }
     }
+}
+
+/// Entered by the kind's thread before the kind's code runs (in a kind's tests: the trap that
+/// refuses to start processes outside the context).
+pub(crate) trait Confine: Send + Sync + std::fmt::Debug {
+    /// # Errors
+    /// The thread could not be confined: the kind's code does not run.
+    fn enter(&self) -> Result<(), String>;
 }
 
 /// Why the agent gave up on a kind.
@@ -126,6 +134,7 @@ pub(crate) async fn run_kind(
     interrupt: Arc<dyn Interrupt>,
     ops: Arc<dyn Operations>,
     limits: &Limits,
+    confine: Option<Arc<dyn Confine>>,
 ) -> KindEnd {
     let type_name = interrupt.type_name();
     let (activity, mut watching) = watch::channel(Activity {
@@ -150,7 +159,12 @@ pub(crate) async fn run_kind(
     let spawned = std::thread::Builder::new()
         .name(format!("interrupt {type_name}"))
         .spawn(move || {
-            let polled = poll_kind(&*interrupt, &cx, &told);
+            let polled = match confine.map_or(Ok(()), |c| c.enter()) {
+                Ok(()) => poll_kind(&*interrupt, &cx, &told),
+                Err(e) => Polled::Returned(Err(InterruptError::kind(format!(
+                    "confining the thread of interrupt kind {type_name:?}: {e}"
+                )))),
+            };
             // The agent may have stopped waiting; nothing to tell then.
             let _ = done.send(polled);
         });
@@ -292,16 +306,6 @@ fn poll_kind(
                 None => message,
             })
         }
-    }
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
     }
 }
 

@@ -135,8 +135,13 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 pub enum DecodeError {
     #[error("serialized interrupt must be base64-encoded JSON with a \"type\" field: {0}")]
     Malformed(String),
-    #[error("unknown interrupt {found:?} must be one of: {known}")]
-    UnknownType { found: String, known: String },
+    /// `suggestion`: ` (did you mean "x"?)` for a registered type within two edits, or empty.
+    #[error("unknown interrupt {found:?} must be one of: {known}{suggestion}")]
+    UnknownType {
+        found: String,
+        known: String,
+        suggestion: String,
+    },
     /// The binary links no kind at all (typically a test binary that does not name the crate
     /// providing its kinds).
     #[error(
@@ -146,12 +151,28 @@ pub enum DecodeError {
     NoKinds { found: String },
     #[error(transparent)]
     Duplicate(#[from] DuplicateKind),
+    /// SPEC §9.5: the kind's own example does not decode, validate or come back as itself:
+    /// the kind is declared wrong, and only its payloads are refused.
+    #[error(
+        "interrupt kind {type_name:?} (module {module}) is broken, so its payloads are refused: \
+         {problem}"
+    )]
+    BrokenKind {
+        type_name: &'static str,
+        module: &'static str,
+        problem: String,
+    },
     #[error("serialized interrupt is {0} bytes, over the limit of 1 MiB")]
     TooLarge(usize),
     /// The kind's [`InterruptKind::validate`] refused the payload. The message includes the
-    /// kind's error, which is kept as it is in `error`.
-    #[error("invalid {type_name} interrupt: {error}")]
-    Invalid { type_name: String, error: BoxError },
+    /// kind's error, which is kept as it is in `error`; `unknown` names the payload's unknown
+    /// fields (`; unknown fields: gpu (did you mean "gpus"?)`), or is empty.
+    #[error("invalid {type_name} interrupt: {error}{unknown}")]
+    Invalid {
+        type_name: String,
+        error: BoxError,
+        unknown: String,
+    },
 }
 
 /// Two kinds registered under one wire name.
@@ -161,6 +182,17 @@ pub struct DuplicateKind {
     pub type_name: &'static str,
     pub first: &'static str,
     pub second: &'static str,
+}
+
+/// The message of a panic caught in a kind's code.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
 }
 
 /// A command line an interrupt operation runs chrooted into the host, with its options.

@@ -1,11 +1,7 @@
-//! `agent-with-pod-drain`: the stock agent plus the kinds of the custom-interrupt crate.
+//! `agent-with-pod-drain`: the stock agent plus the `pod_drain` kind of the custom-interrupt
+//! crate.
+//!
+//! Naming the kind links its crate (SPEC §9.5): leaving the crate out of Cargo.toml, or
+//! misspelling the kind, is a compile error. agent_cli links the built-in kinds itself.
 
-use std::process::ExitCode;
-
-// Registrations of a crate the binary never names are dropped at link time (SPEC §9.5).
-// agent_cli links the built-in kinds itself.
-use custom_interrupt as _;
-
-fn main() -> ExitCode {
-    agent_cli::main(std::env::args_os().skip(1).collect())
-}
+agent_cli::main_with_kinds!(custom_interrupt::PodDrain);

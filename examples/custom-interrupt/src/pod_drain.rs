@@ -161,9 +161,9 @@ impl InterruptKind for PodDrain {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
-    use agent_core::exec::Termination;
-    use agent_core::interrupt::runner::{InterruptOutcome, OperationRecord};
-    use agent_core::testing::{Conformance, TestHost, assert_kind};
+    use agent_core::testing::{
+        Conformance, InterruptOutcome, OperationRecord, Termination, TestHost, assert_kind,
+    };
 
     use super::*;
 

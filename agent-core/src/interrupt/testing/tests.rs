@@ -116,7 +116,7 @@ async fn test_host_runs_what_the_operator_bytes_become() {
     let (result, records) = host.run_kind(&kind).await;
     assert_eq!(
         result.unwrap_err().to_string(),
-        r#"serialized interrupt must be base64-encoded JSON with a "type" field: missing field `node`"#
+        r#"interrupt kind "unserialized" (module agent_core::interrupt::testing::tests) is broken, so its payloads are refused: its example {"type":"unserialized","node":"n1"} serializes back as {"type":"unserialized"}: make the example the kind's canonical form"#
     );
     assert!(records.is_empty());
     assert!(host.commands().is_empty(), "nothing ran");
@@ -134,4 +134,94 @@ async fn test_host_runs_what_the_operator_bytes_become() {
         host.markers(),
         ["two_steps_0.complete", "two_steps_1.complete"]
     );
+}
+
+/// Where [`SpawnsItself`] would leave its trace, had its command run.
+fn spawn_probe() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("agent-core-spawn-probe-{}", std::process::id()))
+}
+
+/// Runs a command itself, beside the context, and ignores what became of it.
+#[derive(Debug, Serialize, Deserialize)]
+struct SpawnsItself {}
+
+#[crate::interrupt(
+    type = "spawns_itself",
+    summary = "runs touch with std::process::Command"
+)]
+impl InterruptKind for SpawnsItself {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let _ = std::process::Command::new("touch")
+            .arg(spawn_probe())
+            .status();
+        cx.operation(0, CompletionPolicy::OnSuccess, Command::new("true"))
+            .await
+    }
+}
+
+#[tokio::test]
+async fn a_kind_that_starts_a_process_itself_fails_and_the_process_never_runs() {
+    let host = TestHost::temp();
+    let (result, _) = host.run(r#"{"type":"spawns_itself"}"#).await;
+    let err = result.unwrap_err().to_string();
+    assert!(
+        err.starts_with("the kind started a process itself (clone"),
+        "{err}"
+    );
+    assert!(!spawn_probe().exists(), "touch ran");
+    let err = host.plan(r#"{"type":"spawns_itself"}"#).await.unwrap_err();
+    assert!(
+        err.to_string().contains("started a process itself"),
+        "{err}"
+    );
+    assert!(!spawn_probe().exists(), "touch ran");
+}
+
+#[test]
+#[should_panic(expected = "the dry run of the example failed: the kind started a process itself")]
+fn a_kind_that_starts_a_process_itself_fails_the_check() {
+    assert_kind::<SpawnsItself>();
+}
+
+/// Forgets to await its operation: nothing ever runs.
+#[derive(Debug, Serialize, Deserialize)]
+struct NeverAwaits {}
+
+#[crate::interrupt(type = "never_awaits", summary = "builds its operation and drops it")]
+impl InterruptKind for NeverAwaits {
+    #[allow(clippy::let_underscore_future, reason = "the mistake under test")]
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let _ = cx.operation(0, CompletionPolicy::OnSuccess, Command::new("true"));
+        Ok(())
+    }
+}
+
+#[test]
+#[should_panic(expected = "the example ran no operation and marked nothing done")]
+fn a_kind_that_never_runs_an_operation_fails_the_check() {
+    assert_kind::<NeverAwaits>();
+}
+
+/// Carries on after its first command fails (its last one it passes on).
+#[derive(Debug, Serialize, Deserialize)]
+struct SwallowsTheFirst {}
+
+#[crate::interrupt(
+    type = "swallows_the_first",
+    summary = "ignores a failed first command"
+)]
+impl InterruptKind for SwallowsTheFirst {
+    async fn run(&self, cx: &InterruptContext) -> Result<(), InterruptError> {
+        let _ = cx
+            .operation(0, CompletionPolicy::OnSuccess, Command::new("first"))
+            .await;
+        cx.operation(1, CompletionPolicy::OnSuccess, Command::new("second"))
+            .await
+    }
+}
+
+#[test]
+#[should_panic(expected = "the kind returned Ok after \"first\" (swallows_the_first_0) exited 1")]
+fn a_failure_is_checked_at_every_index_not_only_the_last() {
+    assert_kind::<SwallowsTheFirst>();
 }
