@@ -1,6 +1,7 @@
 //! Running an interrupt (SPEC §9.3–§9.6): per-operation markers, resume, echo and logs; the
 //! after-reboot protocol is in `reboot`. Kinds reach all of it through
-//! [`InterruptContext::operation`]; nothing here knows a kind by name.
+//! [`InterruptContext::operation`](crate::InterruptContext::operation); nothing here knows a
+//! kind by name.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
