@@ -12,6 +12,14 @@
 # The `build` stage compiles on the build machine's own architecture and cross-links for
 # TARGETARCH (amd64 or arm64), so no emulation is needed.
 #
+# A distributor's binary (the stock agent plus its interrupt kinds, docs/deploy.md): from the
+# distributor's repository, naming the manifest, package and binary to build (defaults: this
+# repository's agent-cli and agent); the binary is the image's /usr/local/bin/agent whatever
+# its name:
+#
+#   docker buildx build -f path/to/containers/agent.Dockerfile --build-arg AGENT_PACKAGE=my-agent \
+#     --build-arg AGENT_BIN=agent --build-arg AGENT_VERSION=0.1.0+my-agent.1.0.0 -t my-agent:1.0.0 .
+#
 # From a binary built outside the image (offline, as scripts/build-image.sh does): a build
 # context holding `agent` (a static build of the agent) and `LICENSE`, and
 # `--build-arg AGENT_BINARY=prebuilt`. The final stage is the same either way.
@@ -34,6 +42,10 @@ FROM --platform=$BUILDPLATFORM docker.io/library/rust:${RUST_VERSION}-bookworm A
 ARG TARGETARCH
 ARG AGENT_VERSION=""
 ARG GIT_SHA=""
+# What to build, as scripts/build-image.sh's --manifest-path, --package and --bin.
+ARG AGENT_MANIFEST=Cargo.toml
+ARG AGENT_PACKAGE=agent-cli
+ARG AGENT_BIN=agent
 WORKDIR /src
 COPY . .
 # glibc's static libraries give a static-pie binary (`-C target-feature=+crt-static`); RUSTFLAGS
@@ -65,8 +77,10 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
       --remap-path-prefix=${CARGO_HOME}=/cargo \
       --remap-path-prefix=${sysroot}/lib/rustlib/src/rust=/rustc/${commit} \
       --remap-path-prefix=/src/target=/target" \
-      cargo build --release --locked -p agent-cli --bin agent --no-default-features --target "${target}"; \
-    install -D -m 0755 "target/${target}/release/agent" /out/agent; \
+      CARGO_TARGET_DIR=/src/target \
+      cargo build --release --locked --manifest-path "${AGENT_MANIFEST}" -p "${AGENT_PACKAGE}" \
+      --bin "${AGENT_BIN}" --no-default-features --target "${target}"; \
+    install -D -m 0755 "target/${target}/release/${AGENT_BIN}" /out/agent; \
     if [ "$(dpkg --print-architecture)" = "${TARGETARCH}" ]; then /out/agent --version; fi
 
 # A static agent built outside the image (scripts/build-image.sh).

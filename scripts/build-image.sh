@@ -2,6 +2,13 @@
 # Build the agent image from the working tree, offline:
 #
 #   scripts/build-image.sh [TAG]        # default TAG: localhost/agent:dev
+#   scripts/build-image.sh --manifest-path ../my-agent/Cargo.toml --package my-agent --bin agent TAG
+#
+# The second form builds a distributor's binary (the stock agent plus its interrupt kinds, see
+# docs/deploy.md, "Third-party kinds"): the package and binary named, from the workspace of
+# that manifest, with its lock file (--locked) and release profile. Defaults: this repository's
+# Cargo.toml, package agent-cli, binary agent. Whatever its name, the binary is the image's
+# /usr/local/bin/agent.
 #
 # 1. a fully static agent for this machine's architecture (glibc's static libraries:
 #    `-C target-feature=+crt-static` gives a static-pie binary), reproducible: the paths of the
@@ -14,7 +21,8 @@
 #    (default: the commit's time), labelled with the commit the binary embeds and the SBOM's
 #    digest. No base image is pulled.
 #
-# AGENT_VERSION (default: the workspace version) and GIT_SHA (default: what agent-cli/build.rs
+# AGENT_VERSION (default: the workspace version; for another package
+# `<agent-cli version>+<package>.<package version>`, naming the distributor's build) and GIT_SHA (default: what agent-cli/build.rs
 # finds, HEAD of the checkout with `-dirty` when a tracked file has changes) are embedded in the
 # binary; the image's labels are what the binary embeds. CARGO_TARGET_DIR is honoured.
 # Prints the SBOM's path (`sbom: PATH`), then the image's size on stdout's last line.
@@ -23,7 +31,24 @@ cd "$(dirname "$0")/.."
 
 say() { printf 'scripts/build-image.sh: %s\n' "$*" >&2; }
 
-tag=${1:-localhost/agent:dev}
+manifest=Cargo.toml package=agent-cli bin=agent tag=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        # Relative to where the script was called from (it runs from the repository root).
+        --manifest-path) case "${2:?--manifest-path needs a path}" in
+                /*) manifest=$2 ;;
+                *) manifest=$OLDPWD/$2 ;;
+            esac
+            manifest=$(realpath "$manifest"); shift 2 ;;
+        --package|-p) package=${2:?--package needs a name}; shift 2 ;;
+        --bin) bin=${2:?--bin needs a name}; shift 2 ;;
+        -*) echo "scripts/build-image.sh: unknown option $1 (--manifest-path PATH, --package NAME, --bin NAME)" >&2; exit 2 ;;
+        *) [ -z "$tag" ] || { echo "scripts/build-image.sh: one TAG only, not $tag and $1" >&2; exit 2; }
+           tag=$1; shift ;;
+    esac
+done
+tag=${tag:-localhost/agent:dev}
+[ -f "$manifest" ] || { echo "scripts/build-image.sh: no manifest at $manifest" >&2; exit 2; }
 
 case "$(uname -m)" in
     x86_64) triple=x86_64-unknown-linux-gnu arch=amd64 ;;
@@ -38,8 +63,22 @@ cargo cyclonedx --version >/dev/null 2>&1 || {
     exit 1
 }
 
-version=${AGENT_VERSION:-$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)}
-target_dir=${CARGO_TARGET_DIR:-target}
+# The version of a package of the manifest's workspace (`cargo pkgid` ends with it).
+pkg_version() {
+    local id
+    id=$(cargo pkgid --quiet --locked --manifest-path "$manifest" -p "$1") || exit 1
+    echo "${id##*[#@]}"
+}
+if [ "$package" = agent-cli ] && [ "$manifest" = Cargo.toml ]; then
+    version=${AGENT_VERSION:-$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)}
+elif [ -n "${AGENT_VERSION:-}" ]; then
+    version=$AGENT_VERSION
+else
+    agent_version=$(pkg_version agent-cli)
+    package_version=$(pkg_version "$package")
+    version=$agent_version+$package.$package_version
+fi
+target_dir=${CARGO_TARGET_DIR:-$(dirname "$manifest")/target}
 mkdir -p "$target_dir"
 target_dir=$(cd "$target_dir" && pwd)
 out=$target_dir/image
@@ -64,13 +103,16 @@ flags=(
     "--remap-path-prefix=$sysroot/lib/rustlib/src/rust=/rustc/$rustc_commit"
     "--remap-path-prefix=$target_dir=/target"
 )
+# A distributor's workspace is remapped too.
+workspace=$(cd "$(dirname "$manifest")" && pwd)
+[ "$workspace" = "$PWD" ] || flags+=("--remap-path-prefix=$workspace=/src")
 encoded=$(IFS=$'\x1f'; printf '%s' "${flags[*]}")
 artifacts=$work/cargo-artifacts.json
 AGENT_VERSION=$version GIT_SHA=${GIT_SHA:-} CARGO_ENCODED_RUSTFLAGS=$encoded RUSTFLAGS= \
     CARGO_TARGET_DIR=$target_dir \
-    cargo build --release --locked -p agent-cli --bin agent --no-default-features \
-    --target "$triple" --message-format=json-render-diagnostics >"$artifacts"
-binary=$target_dir/$triple/release/agent
+    cargo build --release --locked --manifest-path "$manifest" -p "$package" --bin "$bin" \
+    --no-default-features --target "$triple" --message-format=json-render-diagnostics >"$artifacts"
+binary=$target_dir/$triple/release/$bin
 
 # The final image has no loader: refuse a dynamically linked binary.
 if ! { LC_ALL=C ldd "$binary" 2>&1 || true; } | grep -qE 'not a dynamic executable|statically linked'; then
@@ -90,17 +132,20 @@ fi
 # --- 2. the SBOM --------------------------------------------------------------------------------
 
 # cargo-cyclonedx writes one SBOM per binary of the workspace, `<bin>_bin.cdx.json` next to its
-# Cargo.toml: one run at a time in this checkout (a lock on agent-cli/Cargo.toml), the agent's
-# taken, the others removed. Its timestamp is SOURCE_DATE_EPOCH's.
-sbom=$out/agent-$version-linux-$arch.cdx.json
-exec 9<agent-cli/Cargo.toml
+# Cargo.toml: one run at a time in that workspace (a lock on the package's Cargo.toml), the
+# binary's taken, the others removed. Its timestamp is SOURCE_DATE_EPOCH's.
+package_manifest=$(cargo metadata --locked --offline --format-version 1 --no-deps --manifest-path "$manifest" \
+    | python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == sys.argv[1]))' "$package")
+package_dir=$(dirname "$package_manifest")
+sbom=$out/$bin-$version-linux-$arch.cdx.json
+exec 9<"$package_manifest"
 flock 9
 touch "$work/before-sbom"
 env ${SOURCE_DATE_EPOCH:+SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH} CARGO_NET_OFFLINE=true \
-    cargo cyclonedx --manifest-path agent-cli/Cargo.toml --quiet --format json \
+    cargo cyclonedx --manifest-path "$package_manifest" --quiet --format json \
     --spec-version 1.5 --describe binaries --no-default-features --target "$triple"
-mv agent-cli/agent_bin.cdx.json "$work/cargo-cyclonedx.cdx.json"
-find . -path ./target -prune -o -name '*_bin.cdx.json' -newer "$work/before-sbom" -print0 \
+mv "$package_dir/${bin}_bin.cdx.json" "$work/cargo-cyclonedx.cdx.json"
+find "$workspace" -name target -prune -o -name '*_bin.cdx.json' -newer "$work/before-sbom" -print0 \
     | xargs -0 rm -f
 exec 9<&-
 

@@ -63,6 +63,10 @@ pub const ALL: &[Case] = &[
         "job_examples_pass_kubernetes_validate_strict",
         job_cases::examples_pass_kubernetes_validate_strict,
     ),
+    (
+        "distributor_image_runs_its_own_kind",
+        distributor_image_runs_its_own_kind,
+    ),
     // Last: a second release build from nothing, the slowest case.
     (
         "a_second_build_into_another_target_directory_is_the_same_binary_and_image",
@@ -298,7 +302,7 @@ fn sbom(image: &Image) {
 /// another.
 fn reproducible(image: &Image) {
     let target = tempfile::tempdir().unwrap();
-    let again = Image::build_in(&format!("{}-again", image.tag), target.path());
+    let again = Image::build_in(&format!("{}-again", image.tag), target.path(), &[]);
     let read =
         |path: &Path| fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let cargo_home = std::env::var_os("CARGO_HOME").map_or_else(
@@ -559,6 +563,44 @@ fn e2e_interrupt_no_op(image: &Image) {
 // ---------------------------------------------------------------------------------------------
 // Interrupt pods
 // ---------------------------------------------------------------------------------------------
+
+/// The third-party shipping path (docs/deploy.md, "Third-party kinds"): the image of
+/// examples/distributor-template, built by scripts/build-image.sh from its own manifest, lock
+/// file and profile, names its build, lists its kind and runs it in an interrupt pod.
+fn distributor_image_runs_its_own_kind(_stock: &Image) {
+    let image = Image::build_with(
+        "agent-container-suite-distributor",
+        &[
+            "--manifest-path",
+            "examples/distributor-template/Cargo.toml",
+            "--package",
+            "my-agent",
+            "--bin",
+            "agent",
+        ],
+    );
+    let run = Pod::bare(&image).args(&["--version"]).run();
+    run.assert_success();
+    assert_eq!(
+        run.out(),
+        format!("{}+my-agent.0.1.0\n", env!("CARGO_PKG_VERSION")),
+        "{run:?}"
+    );
+    let run = Pod::bare(&image).args(&["interrupts", "list"]).run();
+    run.assert_success();
+    run.assert_stdout_contains("module: custom_interrupt::pod_drain");
+
+    let host = host();
+    host.install(&Package::simple());
+    host.set_fake_tool("kubectl", "exit 0");
+    let data = interrupt_data(r#"{"type":"pod_drain","node_name":"gpu-node-7"}"#);
+    let run = interrupt_pod(&image, &host, &data).run();
+    run.assert_success();
+    let drain = "kubectl drain gpu-node-7 --ignore-daemonsets --timeout=300s";
+    run.assert_stdout_contains(&format!("{drain}\n"));
+    assert_eq!(host.calls(), [drain]);
+    assert_eq!(host.list(INTERRUPT_FLAGS), ["pod_drain_0.complete"]);
+}
 
 /// The operator's interrupt pod: `[interrupt, /root, copyDir, base64]`, 64 MiB, 500m CPU.
 fn interrupt_pod<'a>(image: &'a Image, host: &FakeHost, data: &str) -> Pod<'a> {

@@ -101,17 +101,24 @@ impl Image {
     /// Build the image with a tag of its own. The static binary is built in a target directory
     /// of its own: the target directory of this test run is locked by the cargo running it.
     pub fn build() -> Self {
-        let tag = format!("localhost/agent-container-suite:{}", std::process::id());
-        let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("container-suite-target");
-        Self::build_in(&tag, &target_dir)
+        Self::build_with("agent-container-suite", &[])
     }
 
-    /// scripts/build-image.sh TAG with CARGO_TARGET_DIR=`target_dir`.
-    pub fn build_in(tag: &str, target_dir: &Path) -> Self {
+    /// Build an image with scripts/build-image.sh and `options` (`--package ...`), tagged
+    /// `localhost/<name>:<pid>`.
+    pub fn build_with(name: &str, options: &[&str]) -> Self {
+        let tag = format!("localhost/{name}:{}", std::process::id());
+        let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("container-suite-target");
+        Self::build_in(&tag, &target_dir, options)
+    }
+
+    /// scripts/build-image.sh OPTIONS TAG with CARGO_TARGET_DIR=`target_dir`.
+    pub fn build_in(tag: &str, target_dir: &Path, options: &[&str]) -> Self {
         require_real_root();
         podman();
         let repo = repo();
         let out = Command::new(repo.join("scripts/build-image.sh"))
+            .args(options)
             .arg(tag)
             .current_dir(&repo)
             .env("CARGO_TARGET_DIR", target_dir)

@@ -155,12 +155,27 @@ fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64(
         .into_iter()
         .find(|r| r.args.contains("cargo build"))
         .expect("a RUN with cargo build");
+    // What it builds is a build argument (a distributor's package, docs/deploy.md), by default
+    // the agent of this workspace.
     let package = toml_value("agent-cli/Cargo.toml", "package.name");
+    for (arg, default) in [
+        ("AGENT_MANIFEST", "Cargo.toml"),
+        ("AGENT_PACKAGE", package.as_str()),
+        ("AGENT_BIN", "agent"),
+    ] {
+        assert!(
+            find(build, "ARG")
+                .iter()
+                .any(|a| a.args == format!("{arg}={default}")),
+            "ARG {arg}={default} in the build stage"
+        );
+    }
     for flag in [
         "--release",
         "--locked",
-        &format!("-p {package}"),
-        "--bin agent",
+        "--manifest-path \"${AGENT_MANIFEST}\"",
+        "-p \"${AGENT_PACKAGE}\"",
+        "--bin \"${AGENT_BIN}\"",
         "--target \"${target}\"",
         "RUSTFLAGS=\"-C target-feature=+crt-static ",
         // The paths of the build machine stay out of the binary, under the names
@@ -190,7 +205,7 @@ fn dockerfile_builds_a_static_agent_of_the_workspace_locked_for_amd64_and_arm64(
     assert!(repo().join("agent-cli/src/bin/agent.rs").is_file());
     assert!(
         run.args
-            .contains("install -D -m 0755 \"target/${target}/release/agent\" /out/agent"),
+            .contains("install -D -m 0755 \"target/${target}/release/${AGENT_BIN}\" /out/agent"),
         "{}",
         run.args
     );
@@ -402,15 +417,63 @@ fn normalize(p: &str) -> String {
 
 #[test]
 fn the_lock_file_is_current_so_locked_builds_succeed() {
+    assert_locked(&repo());
+}
+
+/// `cargo metadata --locked --offline` succeeds in `dir`: its lock file is current.
+fn assert_locked(dir: &std::path::Path) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
         .args(["metadata", "--locked", "--offline", "--format-version", "1"])
-        .current_dir(repo())
+        .current_dir(dir)
         .output()
         .expect("run cargo metadata");
     assert!(
         out.status.success(),
-        "cargo metadata --locked failed: {}",
+        "cargo metadata --locked in {} failed: {}",
+        dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// docs/deploy.md, "Third-party kinds": the distributor template is a workspace of its own
+/// with a current lock file, the stock image's release profile, agent-cli without `agent
+/// try`, and a `main` that names its kinds; build-image.sh and the Dockerfile build it by
+/// manifest, package and binary.
+#[test]
+fn the_distributor_template_builds_locked_with_the_stock_profile() {
+    let dir = "examples/distributor-template";
+    let template = manifest(&format!("{dir}/Cargo.toml"));
+    assert!(
+        template.get("workspace").is_some(),
+        "a workspace of its own"
+    );
+    let root = manifest("Cargo.toml");
+    assert_eq!(
+        template["profile"]["release"], root["profile"]["release"],
+        "the stock release profile"
+    );
+    let agent_cli = &template["dependencies"]["agent-cli"];
+    assert_eq!(agent_cli["default-features"].as_bool(), Some(false));
+    assert!(repo().join(dir).join("Cargo.lock").is_file());
+    assert_locked(&repo().join(dir));
+    assert!(
+        read(&format!("{dir}/src/main.rs")).contains("agent_cli::main_with_kinds!("),
+        "the template names its kinds"
+    );
+    let excluded = root["workspace"]["exclude"].as_array().unwrap();
+    assert!(
+        excluded.iter().any(|e| e.as_str() == Some(dir)),
+        "{excluded:?}"
+    );
+    let script = read("scripts/build-image.sh");
+    for needle in [
+        "--manifest-path) ",
+        "--package|-p) ",
+        "--bin) ",
+        "--manifest-path \"$manifest\" -p \"$package\" --bin \"$bin\"",
+        "version=$agent_version+$package.$package_version",
+    ] {
+        assert!(script.contains(needle), "build-image.sh lacks {needle}");
+    }
 }
