@@ -15,15 +15,16 @@
 #    checkout, the target directory, the cargo home and the toolchain are remapped, so two
 #    builds of one commit are the same bytes wherever they run (docs/deploy.md#reproducible-builds);
 # 2. its CycloneDX SBOM (cargo-cyclonedx): the crates linked into that binary, in
-#    TARGET_DIR/image/agent-VERSION-linux-ARCH.cdx.json (docs/deploy.md#sbom);
+#    TARGET_DIR/image/BIN-VERSION-linux-ARCH.cdx.json (docs/deploy.md#sbom);
 # 3. the final stage of containers/agent.Dockerfile around that binary
 #    (`--build-arg AGENT_BINARY=prebuilt`), with podman, every timestamp at SOURCE_DATE_EPOCH
 #    (default: the commit's time), labelled with the commit the binary embeds and the SBOM's
 #    digest. No base image is pulled.
 #
 # AGENT_VERSION (default: the workspace version; for another package
-# `<agent-cli version>+<package>.<package version>`, naming the distributor's build) and GIT_SHA (default: what agent-cli/build.rs
-# finds, HEAD of the checkout with `-dirty` when a tracked file has changes) are embedded in the
+# `<agent-cli version>+<package>.<package version>`, naming the distributor's build) and
+# GIT_SHA (default: what agent-cli/build.rs finds, HEAD of the checkout with `-dirty` when a
+# tracked source of the binary has changes) are embedded in the
 # binary; the image's labels are what the binary embeds. CARGO_TARGET_DIR is honoured.
 # Prints the SBOM's path (`sbom: PATH`), then the image's size on stdout's last line.
 set -euo pipefail
@@ -199,8 +200,8 @@ cp LICENSE "$context/LICENSE"
 # the builder's version.
 timestamp=()
 [ -z "${SOURCE_DATE_EPOCH:-}" ] || timestamp=(--timestamp "$SOURCE_DATE_EPOCH")
-dangling() { podman images --quiet --no-trunc --filter dangling=true | sort; }
-dangling >"$work/dangling-before"
+images() { podman images --all --quiet --no-trunc | sort; }
+images >"$work/images-before"
 podman build --quiet --no-cache --identity-label=false "${timestamp[@]}" \
     --file containers/agent.Dockerfile \
     --platform "linux/$arch" \
@@ -208,13 +209,13 @@ podman build --quiet --no-cache --identity-label=false "${timestamp[@]}" \
     --build-arg AGENT_VERSION="$version" \
     --build-arg GIT_SHA="$sha" \
     --build-arg SBOM_DIGEST="$sbom_digest" \
-    --tag "$tag" \
+    --tag "$tag" --iidfile "$work/image-id" \
     "$context" >&2
-# Without the cache, each build leaves the image of the `prebuilt` stage behind, untagged:
-# remove the ones this build made.
-dangling >"$work/dangling-after"
-comm -13 "$work/dangling-before" "$work/dangling-after" | xargs -r podman image rm >/dev/null \
-    || say "could not remove the untagged images of this build's prebuilt stage"
+# Each build also commits an image per stage and instruction, untagged: remove the ones this
+# build made, but the image and its parents (podman refuses those: they have children).
+images >"$work/images-after"
+comm -13 "$work/images-before" "$work/images-after" | { grep -vxF "$(cat "$work/image-id")" || true; } \
+    | while read -r id; do podman image rm "$id" >/dev/null 2>&1 || true; done
 size=$(podman image inspect --format '{{.Size}}' "$tag")
 echo "sbom: $sbom"
 echo "built $tag: $size bytes uncompressed ($(( (size + 1023) / 1024 )) KiB)"

@@ -4,10 +4,14 @@
 //!
 //! In order: `GIT_SHA` from the build's environment when it is set and not empty (a
 //! distributor's build, the image's build stage, which has no `.git`); else the git checkout
-//! holding this workspace: `HEAD`'s commit, with `-dirty` when a tracked file differs from it
-//! (untracked files do not count, so two builds of one commit embed the same id whatever
-//! target directory or scratch files lie around); else `unknown` (a build from a source
-//! tarball without `GIT_SHA`).
+//! holding this workspace: `HEAD`'s commit, with `-dirty` when a tracked source of the binary
+//! ([`SOURCES`]) differs from it; else `unknown` (a build from a source tarball without
+//! `GIT_SHA`).
+//!
+//! `-dirty` is a function of the sources the binary is built from, so two builds of one tree
+//! embed the same id: the build script reruns exactly when `HEAD` or one of those sources
+//! changes, and other files (docs, scripts, tests, a target directory, untracked scratch files)
+//! count neither way, whenever the build script last ran.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,9 +30,8 @@ pub struct Commit {
     pub watch: Vec<PathBuf>,
 }
 
-/// The sources compiled into the `agent` binary, relative to the workspace root: a change to
-/// one of them reruns the build script, so `-dirty` follows an edit of the binary's code
-/// (an edit elsewhere, which does not change the binary, shows the next time it reruns).
+/// What the `agent` binary is built from, relative to the workspace root: a tracked change in
+/// one of them makes the build `-dirty`, and a change to one reruns the build script.
 const SOURCES: &[&str] = &[
     "Cargo.toml",
     "Cargo.lock",
@@ -90,16 +93,21 @@ fn from_git(root: &Path) -> Result<Option<Commit>, String> {
         .map_err(|e| format!("{}: no commit at HEAD ({e})", root.display()))?;
     // --no-optional-locks: status neither locks nor rewrites the index, so a build leaves the
     // checkout as it found it (and does not trigger its own rerun).
-    let changes = git(
-        root,
-        &[
-            "--no-optional-locks",
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-        ],
-    )
-    .map_err(|e| format!("{}: git status failed ({e})", root.display()))?;
+    let sources: Vec<&str> = SOURCES
+        .iter()
+        .copied()
+        .filter(|s| root.join(s).exists())
+        .collect();
+    let mut status = vec![
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+    ];
+    status.extend(&sources);
+    let changes =
+        git(root, &status).map_err(|e| format!("{}: git status failed ({e})", root.display()))?;
     let id = if changes.is_empty() {
         head
     } else {
@@ -129,7 +137,7 @@ fn from_git(root: &Path) -> Result<Option<Commit>, String> {
             }
         }
     }
-    watch.extend(SOURCES.iter().map(|s| root.join(s)).filter(|p| p.exists()));
+    watch.extend(sources.iter().map(|s| root.join(s)));
     Ok(Some(Commit {
         id,
         warning: None,

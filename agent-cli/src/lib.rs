@@ -54,7 +54,7 @@ pub fn version() -> &'static str {
     }
 }
 
-/// The commit the binary was built from, `-dirty` when tracked files differed from it:
+/// The commit the binary was built from, `-dirty` when its tracked sources differed from it:
 /// `GIT_SHA` at build time, else the git checkout it was built in, else `unknown`
 /// (agent-cli/build/commit.rs).
 pub const GIT_SHA: &str = env!("AGENT_GIT_SHA");

@@ -62,7 +62,7 @@ fn assert_watches(found: &commit::Commit, paths: &[PathBuf]) {
 }
 
 #[test]
-fn a_clean_checkout_embeds_head_and_an_edit_of_a_tracked_file_makes_it_dirty() {
+fn a_clean_checkout_embeds_head_and_an_edit_of_the_binarys_sources_makes_it_dirty() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let head = checkout(root);
@@ -85,12 +85,23 @@ fn a_clean_checkout_embeds_head_and_an_edit_of_a_tracked_file_makes_it_dirty() {
     std::fs::write(root.join("target/junk"), "x").unwrap();
     std::fs::write(root.join("notes.txt"), "x").unwrap();
     assert_eq!(commit::find(root, None).id, head);
+    // Nor does a tracked file the binary is not built from (docs, scripts, tests): the id
+    // follows the binary's sources, which rerun the build script when they change.
+    std::fs::write(root.join("README.md"), "one\n").unwrap();
+    git(root, &["add", "README.md"]);
+    git(root, &["commit", "--quiet", "-m", "readme"]);
+    let head = git(root, &["rev-parse", "HEAD"]);
+    std::fs::write(root.join("README.md"), "two\n").unwrap();
+    assert_eq!(commit::find(root, None).id, head);
 
     std::fs::write(
         root.join("agent-cli/src/main.rs"),
         "fn main() { edited() }\n",
     )
     .unwrap();
+    assert_eq!(commit::find(root, None).id, format!("{head}-dirty"));
+    // Staged counts too.
+    git(root, &["add", "agent-cli/src/main.rs"]);
     assert_eq!(commit::find(root, None).id, format!("{head}-dirty"));
     // The build leaves the index alone (no lock, no rewrite).
     assert!(!root.join(".git/index.lock").exists());
