@@ -143,6 +143,8 @@ fi
 cargo deny --offline --locked check licenses bans sources
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The container suite has its own harness (`test = false`), which --all-targets leaves out.
+cargo clippy --locked -p agent-cli --test container -- -D warnings
 cargo build --workspace --bins --locked
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 

@@ -7,6 +7,8 @@
 //! self-checks. The wire name is written once, in the attribute. Misuses are compile errors
 //! that say what to write instead.
 
+#![forbid(unsafe_code)]
+
 use proc_macro::TokenStream;
 use proc_macro2::Span;
 use quote::{ToTokens, quote_spanned};

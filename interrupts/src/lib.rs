@@ -3,6 +3,8 @@
 //!
 //! A binary sees these kinds only if it links this crate: `use interrupts as _;`.
 
+#![forbid(unsafe_code)]
+
 pub mod no_op;
 pub mod node_restart;
 pub mod restart_all_services;

@@ -5,6 +5,8 @@
 //! A test target of its own: the broken declaration below would show in every other test
 //! binary's listing.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 /// A third-party kind whose example has the wrong type for a field.

@@ -430,9 +430,10 @@ fn example_apply(image: &Image) {
     assert!(activation.contains("state=deferred"), "{activation}");
     let markers = host.list(EXAMPLE_FLAGS);
     assert!(
-        markers
-            .iter()
-            .any(|m| m.starts_with("install_profile.sh-") && m.ends_with(".flag")),
+        markers.iter().any(|m| {
+            m.starts_with("install_profile.sh-")
+                && Path::new(m).extension().is_some_and(|e| e == "flag")
+        }),
         "{markers:?}"
     );
 
@@ -483,7 +484,7 @@ fn stage<'a>(image: &'a Image, host: &FakeHost, mode: &str) -> Pod<'a> {
 fn s1_logs(host: &FakeHost) -> Vec<String> {
     host.list(PKG_LOGS)
         .into_iter()
-        .filter(|n| n.starts_with("s1.sh-") && n.ends_with(".log"))
+        .filter(|n| n.starts_with("s1.sh-") && Path::new(n).extension().is_some_and(|e| e == "log"))
         .collect()
 }
 

@@ -9,6 +9,11 @@
 //!
 //! A custom harness: the image is built once for all cases and removed at the end.
 
+#![forbid(unsafe_code)]
+#![allow(
+    clippy::print_stdout,
+    reason = "a test harness: its report is what it prints, in libtest's format"
+)]
 #![allow(
     clippy::missing_panics_doc,
     reason = "test helpers panic by design: a panic is a failed assertion"
@@ -30,6 +35,7 @@ use std::time::Instant;
 #[allow(
     dead_code,
     unused_macros,
+    unused_imports,
     reason = "the shared harness offers helpers this suite does not use"
 )]
 mod util;
@@ -65,23 +71,20 @@ fn main() -> ExitCode {
     let mut failed: Vec<&str> = Vec::new();
     let image = if selected.is_empty() {
         None
+    } else if let Ok(image) = std::thread::Builder::new()
+        .name("build the image".into())
+        .spawn(pod::Image::build)
+        .unwrap()
+        .join()
+    {
+        Some(image)
     } else {
-        match std::thread::Builder::new()
-            .name("build the image".into())
-            .spawn(pod::Image::build)
-            .unwrap()
-            .join()
-        {
-            Ok(image) => Some(image),
-            Err(_) => {
-                // Without an image no case can run: every selected case fails.
-                failed.extend(selected.iter().map(|(name, _)| *name));
-                for (name, _) in &selected {
-                    println!("test {name} ... FAILED (the image could not be built)");
-                }
-                None
-            }
+        // Without an image no case can run: every selected case fails.
+        failed.extend(selected.iter().map(|(name, _)| *name));
+        for (name, _) in &selected {
+            println!("test {name} ... FAILED (the image could not be built)");
         }
+        None
     };
     if let Some(image) = &image {
         for (name, case) in &selected {

@@ -3,6 +3,8 @@
 //! against the exact compiler message; `TRYBUILD=overwrite cargo test -p agent-cli --test
 //! distributor_compile_fail` rewrites the expectations after a deliberate change.
 
+#![forbid(unsafe_code)]
+
 #[test]
 fn a_distributor_that_names_a_kind_it_does_not_link_does_not_compile() {
     trybuild::TestCases::new().compile_fail("../tests/distributor_ui/fail/*.rs");

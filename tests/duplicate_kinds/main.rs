@@ -5,6 +5,8 @@
 //! A test target of its own: the clashing declaration below would break every other test
 //! linked into the same binary.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 // The built-in kinds, among them `interrupts::no_op`.

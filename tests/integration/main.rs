@@ -5,6 +5,7 @@
 //! Tests that chroot need root: run as root, or as root of a user namespace (scripts/test.sh
 //! does that when it is not root). Without root they fail; no test passes without running.
 
+#![forbid(unsafe_code)]
 #![allow(
     clippy::missing_panics_doc,
     reason = "test helpers panic by design: a panic is a failed assertion"

@@ -5,6 +5,8 @@
 //!
 //! Their commands are `gpu-tool ...`, a fake tool the tests put on the fake host.
 
+#![forbid(unsafe_code)]
+
 mod kinds;
 
 agent_cli::main_with_kinds!(

@@ -220,24 +220,9 @@ fn unescape(field: &str) -> PathBuf {
 
 /// The ID of the mount `path` is on (statx(2) `STATX_MNT_ID`, Linux 5.8+), links not followed.
 pub(crate) fn mount_id(path: &Path) -> std::io::Result<u64> {
-    let p = CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: all-zero is a valid `struct statx`.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `p` is a valid C string and `stx` a writable `struct statx`.
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            p.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_MNT_ID,
-            &raw mut stx,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+    use rustix::fs::{AtFlags, CWD, StatxFlags};
+    let stx = rustix::fs::statx(CWD, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::MNT_ID)?;
+    if stx.stx_mask & StatxFlags::MNT_ID.bits() == 0 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::Unsupported,
             "statx gives no mount ID (Linux 5.8+)",

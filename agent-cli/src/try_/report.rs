@@ -283,13 +283,9 @@ fn is_opaque(path: &Path) -> bool {
 }
 
 fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
-    let n = std::ffi::CString::new(name).ok()?;
     let mut buf = [0u8; 16];
-    // SAFETY: valid C strings and a buffer of the length passed; lgetxattr writes at most that.
-    let len =
-        unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    usize::try_from(len).ok().map(|l| buf[..l].to_vec())
+    let len = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
+    Some(buf[..len].to_vec())
 }
 
 impl Walk<'_> {

@@ -5,6 +5,8 @@
 //! (`agent_cli::main_with_kinds!(custom_interrupt::PodDrain)`, see
 //! `examples/custom-agent/src/main.rs`); `agent interrupts list` shows them.
 
+#![forbid(unsafe_code)]
+
 pub mod pod_drain;
 
 pub use pod_drain::PodDrain;
