@@ -32,7 +32,7 @@ pub struct Commit {
 
 /// What the `agent` binary is built from, relative to the workspace root: a tracked change in
 /// one of them makes the build `-dirty`, and a change to one reruns the build script.
-const SOURCES: &[&str] = &[
+pub const SOURCES: &[&str] = &[
     "Cargo.toml",
     "Cargo.lock",
     "agent-cli/Cargo.toml",
@@ -41,6 +41,8 @@ const SOURCES: &[&str] = &[
     "agent-cli/src",
     "agent-core/Cargo.toml",
     "agent-core/src",
+    "agent-try/Cargo.toml",
+    "agent-try/src",
     "agent-macros/Cargo.toml",
     "agent-macros/src",
     "interrupts/Cargo.toml",

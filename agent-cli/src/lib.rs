@@ -9,8 +9,6 @@ mod logfmt;
 mod metrics;
 mod request;
 mod signals;
-#[cfg(feature = "try")]
-mod try_;
 
 // Links the built-in interrupt kinds: their registrations are dropped unless the crate is named.
 #[allow(unused_imports)]

@@ -266,3 +266,75 @@ fn run_started_and_the_results_record_name_the_commit() {
     let record: Value = serde_json::from_slice(&host.read(path)).unwrap();
     assert_eq!(record["git_sha"], EMBEDDED, "{record:#}");
 }
+
+/// Every crate of the workspace that the `agent` binary links (its default features, normal
+/// dependencies) is in the build script's list of sources, manifest and `src/`: otherwise an
+/// edit of it neither reruns the build script nor marks the build `-dirty`.
+#[test]
+fn the_build_scripts_sources_are_every_workspace_crate_the_binary_links() {
+    let out = Command::new(env!("CARGO"))
+        .args(["metadata", "--offline", "--locked", "--format-version", "1"])
+        .current_dir(crate::util::repo())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let root = PathBuf::from(meta["workspace_root"].as_str().unwrap());
+    let local: Vec<&Value> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["source"].is_null())
+        .collect();
+    let id_of = |name: &str| {
+        local
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["id"].as_str().unwrap().to_owned())
+    };
+    let nodes = meta["resolve"]["nodes"].as_array().unwrap();
+    let mut linked = vec![id_of("agent-cli").expect("agent-cli is a workspace package")];
+    let mut i = 0;
+    while i < linked.len() {
+        let node = nodes
+            .iter()
+            .find(|n| n["id"] == linked[i].as_str())
+            .unwrap();
+        for dep in node["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            let id = dep["pkg"].as_str().unwrap();
+            if normal && local.iter().any(|p| p["id"] == id) && !linked.iter().any(|l| l == id) {
+                linked.push(id.to_owned());
+            }
+        }
+        i += 1;
+    }
+    let mut missing = Vec::new();
+    for id in &linked {
+        let package = local.iter().find(|p| p["id"] == id.as_str()).unwrap();
+        let manifest = Path::new(package["manifest_path"].as_str().unwrap());
+        let dir = manifest.parent().unwrap().strip_prefix(&root).unwrap();
+        for path in [dir.join("Cargo.toml"), dir.join("src")] {
+            let path = path.to_str().unwrap().to_owned();
+            if !commit::SOURCES.contains(&path.as_str()) {
+                missing.push(path);
+            }
+        }
+    }
+    assert!(
+        linked.len() >= 4,
+        "agent-cli links the workspace crates: {linked:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "not in agent-cli/build/commit.rs SOURCES: {missing:?}"
+    );
+}

@@ -65,7 +65,7 @@ enum Command {
     /// a new boot ID), post-interrupt and post-interrupt-check. LOWER is never written. Exit 0
     /// when every stage succeeded, 1 otherwise, 2 on malformed arguments. See docs/try.md.
     #[cfg(feature = "try")]
-    Try(crate::try_::Try),
+    Try(agent_try::Try),
     /// Shell completions for the subcommands: `agent completions bash|zsh|fish`.
     Completions(completions::Completions),
     /// The manual page `agent.1` (roff), on stdout.
@@ -101,7 +101,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Status(args) => status::run(&args),
         Command::Reset(args) => reset::run(&args),
         #[cfg(feature = "try")]
-        Command::Try(args) => crate::try_::run(&args),
+        Command::Try(args) => agent_try::run(&args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man(args) => completions::man(&args),
     }

@@ -1,6 +1,10 @@
 //! `agent try PACKAGE_DIR`: a package's whole lifecycle in a throwaway copy-on-write sandbox of
 //! a host root, and what it changed there (docs/try.md).
 //!
+//! A crate of its own, the package author's tool: the `agent` binary links it with its default
+//! feature `try` (`agent try` parses into [`Try`] and calls [`run`]); the node image is built
+//! without it.
+//!
 //! Three processes:
 //! - `agent try` (this module's [`run`]) checks the input, starts the sandbox, waits for it
 //!   (any stop signal discards it at once) and prints the report;
