@@ -553,7 +553,7 @@ async fn run_interrupt(
         fs,
         exec,
         resource_id: rid.id.clone(),
-        markers_dir: rt.state_dir.join("interrupts").join("flags").join(&rid.id),
+        markers_dir: agent_core::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id),
         log_dir: rt
             .write_logs
             .then(|| rt.package_log_dir(&rid.package, &rid.version)),

@@ -248,12 +248,12 @@ fn run_stage(
 ) -> (StageReport, Verdict) {
     let (path, name) = output_file(index, mode);
     let started = Instant::now();
-    let record = Path::new(MERGED)
-        .join(spec.state_dir.trim_start_matches('/'))
-        .join("results")
-        .join(&spec.package)
-        .join(&spec.version)
-        .join(format!("{mode}.json"));
+    let record = agent_core::state::results::path(
+        &Path::new(MERGED).join(spec.state_dir.trim_start_matches('/')),
+        &spec.package,
+        &spec.version,
+        mode,
+    );
     // The record is replaced by rename: a new inode means this run wrote it.
     let identity = |p: &Path| {
         fs::metadata(p)
@@ -489,7 +489,7 @@ fn simulate(
                 runner,
             },
             resource_id: rid.id.clone(),
-            markers_dir: rt.state_dir.join("interrupts").join("flags").join(&rid.id),
+            markers_dir: agent_core::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id),
             log_dir: rt
                 .write_logs
                 .then(|| rt.package_log_dir(&rid.package, &rid.version)),

@@ -461,7 +461,7 @@ fn interrupt_files(
     rid: &ResourceId,
     operation: Option<&Operation>,
 ) -> Result<Target, Failure> {
-    let dir = rt.state_dir.join("interrupts").join("flags").join(&rid.id);
+    let dir = agent_core::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
     let mut files = Vec::new();
     if let Some(op) = operation {
         let (kind, index) = (op.kind.as_str(), op.index);

@@ -286,7 +286,7 @@ pub async fn plan_interrupt(
     interrupt: &(dyn Interrupt + 'static),
     env: Vec<(OsString, OsString)>,
 ) -> Result<InterruptPlan, PlanError> {
-    let markers_dir = rt.state_dir.join("interrupts").join("flags").join(&rid.id);
+    let markers_dir = crate::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
     let settings = InterruptSettings {
         fs: fs.clone(),
         exec: exec::Config {

@@ -14,6 +14,16 @@ use crate::host::errors::Chain;
 use crate::host::fs::{HostFs, HostFsError, MARKER_BOUND};
 use crate::state::markers;
 
+/// `STATE/interrupts/flags`: one directory per interrupt resource.
+pub fn resources_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("interrupts").join("flags")
+}
+
+/// `STATE/interrupts/flags/<RID>`: the markers of one interrupt resource.
+pub fn resource_dir(state_dir: &Path, resource_id: &str) -> PathBuf {
+    resources_dir(state_dir).join(resource_id)
+}
+
 /// Marker of a completed interrupt operation, shared with both upstream agents (SPEC §9.3).
 pub fn complete_name(kind: &str, index: usize) -> String {
     format!("{kind}_{index}.{COMPLETE}")

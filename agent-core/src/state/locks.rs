@@ -94,6 +94,16 @@ impl LockFileRecorder {
 /// Replace the lock file's text in place (a new file would be a new inode, outside the lock):
 /// one write covering the old text (padded with spaces), then the new length. A kill in
 /// between leaves trailing spaces, never a record cut short or a stale line.
+/// The holder line this process writes into a lock it takes (read back by [`Holder::parse`]).
+fn holder_text(boot_id: Option<&str>) -> String {
+    format!(
+        "pid={} boot_id={} started={}\n",
+        std::process::id(),
+        boot_id.unwrap_or("unknown"),
+        timestamp::rfc3339_nano(SystemTime::now())
+    )
+}
+
 fn overwrite(file: &File, text: &str) -> std::io::Result<()> {
     let old = file.metadata()?.len();
     let mut bytes = text.as_bytes().to_vec();
@@ -293,12 +303,7 @@ pub async fn acquire(
     }
     // Who holds it, for the next agent's message. Written in place: replacing the file
     // would move the lock to another inode.
-    let holder = format!(
-        "pid={} boot_id={} started={}\n",
-        std::process::id(),
-        boot_id.unwrap_or("unknown"),
-        timestamp::rfc3339_nano(SystemTime::now())
-    );
+    let holder = holder_text(boot_id);
     let _ = overwrite(&flock, &holder);
     Ok(Lock {
         flock,
@@ -426,17 +431,8 @@ pub fn try_acquire(
             source,
         })?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(mut flock) => {
-            let holder = format!(
-                "pid={} boot_id={} started={}\n",
-                std::process::id(),
-                boot_id.unwrap_or("unknown"),
-                timestamp::rfc3339_nano(SystemTime::now())
-            );
-            let _ = flock
-                .set_len(0)
-                .and_then(|()| flock.seek(SeekFrom::Start(0)).map(|_| ()))
-                .and_then(|()| std::io::Write::write_all(&mut *flock, holder.as_bytes()));
+        Ok(flock) => {
+            let _ = overwrite(&flock, &holder_text(boot_id));
             Ok(TryLock::Acquired(HeldLock { _flock: flock }))
         }
         Err((mut file, Errno::EWOULDBLOCK)) => {

@@ -18,6 +18,7 @@ use crate::host::identity::{ResourceId, is_single_component};
 use crate::host::runtime::Runtime;
 use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, History, HistoryEntry};
+use crate::state::interrupt_markers;
 use crate::state::locks::{self, Holder};
 use crate::state::results::{self, RunRecord};
 
@@ -241,7 +242,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             names.insert(name);
         }
     }
-    let interrupts_dir = state.join("interrupts").join("flags");
+    let interrupts_dir = interrupt_markers::resources_dir(state);
     let mut by_package: BTreeMap<String, Vec<InterruptStatus>> = BTreeMap::new();
     let mut other_interrupts = Vec::new();
     for rid in list(fs, &interrupts_dir, &mut note) {
@@ -593,10 +594,7 @@ fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
             log: None,
             message: op.detail.clone(),
             record: Some(
-                state
-                    .join("interrupts")
-                    .join("flags")
-                    .join(&i.resource_id)
+                interrupt_markers::resource_dir(state, &i.resource_id)
                     .display()
                     .to_string(),
             ),
