@@ -167,6 +167,24 @@ fn init(spec: &Spec) -> Result<i32, String> {
     fs::set_permissions(inside("/tmp"), fs::Permissions::from_mode(0o1777))
         .map_err(|e| format!("chmod {}: {e}", inside("/tmp").display()))?;
 
+    let merged = mount_overlay(spec, &inside)?;
+    let dev = mount_dev(&inside)?;
+    mount_own_root(spec, &inside)?;
+    let created = mount_overlay_specials(spec, &merged, &dev)?;
+
+    nix::unistd::chdir(&c).map_err(|e| format!("chdir {}: {e}", c.display()))?;
+    pivot_root(".", ".try/oldroot").map_err(|e| format!("pivot_root into the sandbox: {e}"))?;
+    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    umount2("/.try/oldroot", MntFlags::MNT_DETACH)
+        .map_err(|e| format!("detaching the host's root from the sandbox: {e}"))?;
+    let _ = fs::remove_dir("/.try/oldroot");
+
+    Ok(lifecycle::run(spec, &created))
+}
+
+/// The overlay at MERGED: LOWER bound read-only as its lower layer, the upper layer on the
+/// sandbox's tmpfs. Returns MERGED's path before the pivot.
+fn mount_overlay(spec: &Spec, inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBuf, String> {
     // The lower layer: one mount (no submounts, as overlayfs sees it), read-only. In a user
     // namespace the mounts below LOWER are locked to it (mount_namespaces(7)): neither a bind
     // without them nor overlayfs (which clones its layers) can take it.
@@ -217,7 +235,11 @@ fn init(spec: &Spec) -> Result<i32, String> {
         )
     })?;
 
-    // A minimal /dev, shared by the sandbox's root and the overlay.
+    Ok(merged)
+}
+
+/// A minimal /dev, shared by the sandbox's root and the overlay. Returns its path.
+fn mount_dev(inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBuf, String> {
     let dev = inside("/dev");
     mount(
         Some("tmpfs"),
@@ -256,7 +278,13 @@ fn init(spec: &Spec) -> Result<i32, String> {
     )
     .map_err(|e| format!("mounting /dev/shm in the sandbox: {e}"))?;
 
-    // The sandbox's own root: the host's libraries and tools, read-only.
+    Ok(dev)
+}
+
+/// The sandbox's own root: the host's libraries and tools, /proc, /sys, the output
+/// directory, the package, the configMaps and the agent's executable.
+fn mount_own_root(spec: &Spec, inside: &dyn Fn(&str) -> PathBuf) -> Result<(), String> {
+    // The host's libraries and tools, read-only.
     for name in HOST_DIRS {
         let host = Path::new("/").join(name);
         let Ok(meta) = fs::symlink_metadata(&host) else {
@@ -280,8 +308,12 @@ fn init(spec: &Spec) -> Result<i32, String> {
     fs::write(&exe, b"").map_err(|e| format!("creating {}: {e}", exe.display()))?;
     bind_read_only(&own_executable()?, &exe, false)?;
 
-    // The overlay's /proc, /dev and /sys. Mount points missing from the lower layer are
-    // created in the upper layer; the report leaves them out.
+    Ok(())
+}
+
+/// The overlay's /proc, /dev and /sys. Mount points missing from the lower layer are
+/// created in the upper layer and returned (the report leaves them out).
+fn mount_overlay_specials(spec: &Spec, merged: &Path, dev: &Path) -> Result<Vec<String>, String> {
     let mut created = Vec::new();
     for name in ["proc", "dev", "sys"] {
         let p = merged.join(name);
@@ -300,17 +332,10 @@ fn init(spec: &Spec) -> Result<i32, String> {
         }
     }
     mount_proc(&merged.join("proc"))?;
-    bind(&dev, &merged.join("dev"), true)?;
+    bind(dev, &merged.join("dev"), true)?;
     bind_read_only(Path::new("/sys"), &merged.join("sys"), true)?;
 
-    nix::unistd::chdir(&c).map_err(|e| format!("chdir {}: {e}", c.display()))?;
-    pivot_root(".", ".try/oldroot").map_err(|e| format!("pivot_root into the sandbox: {e}"))?;
-    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
-    umount2("/.try/oldroot", MntFlags::MNT_DETACH)
-        .map_err(|e| format!("detaching the host's root from the sandbox: {e}"))?;
-    let _ = fs::remove_dir("/.try/oldroot");
-
-    Ok(lifecycle::run(spec, &created))
+    Ok(created)
 }
 
 /// This process's executable as a path of this mount namespace (the magic link names a mount
