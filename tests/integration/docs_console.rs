@@ -498,6 +498,10 @@ fn what_varies_from_run_to_run_is_redacted_and_nothing_else() {
         "boot ID: 4778ce92-a720-49a0-b570-81af0bb99b25",
         "boot ID: 11111111-2222-4333-8444-555555555555"
     ));
+    assert!(same(
+        r#"{"version":"0.1.0","git_sha":"unknown"} commit 4ab218c9f995dd2d2ce874760d5a82b946081dc2"#,
+        r#"{"version":"0.1.0","git_sha":"6fd1318e47386df17306e7ad27fd37970b329b4e"} commit unknown"#
+    ));
     // Not what varies: the values the docs were found wrong in.
     assert!(!same("stdout_bytes=425", "stdout_bytes=373"));
     assert!(!same(
@@ -625,6 +629,21 @@ fn bless_keeps_the_shown_lines_that_still_match_and_takes_the_rest_from_the_run(
     let output = "first\na\nb\nchanged line x=2\nc\nlast\n";
     let new = console::bless(&m, &shown, output, 0);
     assert_eq!(new, lines("first\n...\nchanged line x=2\n...\nlast"));
+
+    // A changed line at the end of an excerpt is replaced by the real last line, not dropped;
+    // one between two `...` by the first real line like it.
+    let shown = lines("head\n...\nchecks passed: apply-check");
+    let output = "head\nx\ny\ncheck stages whose checks all passed: apply-check\n";
+    assert_eq!(
+        console::bless(&m, &shown, output, 0),
+        lines("head\n...\ncheck stages whose checks all passed: apply-check")
+    );
+    let shown = lines("a\n...\n  arguments: old\n...\nz");
+    let output = "a\nb\n  arguments: ['--profile']\n  env: X=1\nz\n";
+    assert_eq!(
+        console::bless(&m, &shown, output, 0),
+        lines("a\n...\n  arguments: ['--profile']\n...\nz")
+    );
 
     // Lines that match are left as the doc has them.
     let shown = lines("ok [..]\n...");

@@ -198,7 +198,7 @@ static REDACTIONS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
         ),
         // The commit the binary was built from.
         (
-            r#"\b(git_sha=|git_sha="|"git_sha":"|commit )(?:[0-9a-f]{40}(?:-dirty)?|unknown)\b"#,
+            r#"(\bgit_sha=|\bgit_sha="|"git_sha":"|\bcommit )(?:[0-9a-f]{40}(?:-dirty)?|unknown)\b"#,
             "$1<commit>",
         ),
     ]
@@ -387,44 +387,60 @@ fn merge_stretch(m: &Matcher, shown: &[String], real: &[&str], out: &mut Vec<Str
         out.extend(real.iter().map(|l| (*l).to_owned()));
         return;
     }
-    // An excerpt: each changed line becomes the real line most like it, `...` stays for the
-    // lines between; a real line no `...` covers is shown.
+    // An excerpt stays one: a changed line at either end of the stretch becomes the real line
+    // at that end, one between two `...` the first real line like it; `...` stays for the
+    // lines between, and a real line no `...` covers is shown.
+    let mut picks: Vec<Option<usize>> = vec![None; shown.len()];
+    let (mut lo, mut hi) = (0, real.len());
+    let last = shown.len() - 1;
+    if shown[0] != "..." && lo < hi {
+        picks[0] = Some(lo);
+        lo += 1;
+    }
+    if last > 0 && shown[last] != "..." && lo < hi {
+        picks[last] = Some(hi - 1);
+        hi -= 1;
+    }
+    for i in 1..last {
+        if shown[i] != "..."
+            && let Some(k) = first_like(m, &shown[i], &real[lo..hi])
+        {
+            picks[i] = Some(lo + k);
+            lo += k + 1;
+        }
+    }
+    let ellipsis = |out: &Vec<String>| out.last().is_some_and(|l| l == "...");
     let mut next = 0;
-    for line in shown {
+    for (line, pick) in shown.iter().zip(picks) {
         if line == "..." {
-            if out.last().is_none_or(|l| l != "...") {
+            if !ellipsis(out) {
                 out.push("...".to_owned());
             }
             continue;
         }
-        let Some(k) = most_like(m, line, &real[next..]) else {
-            continue;
-        };
-        if out.last().is_none_or(|l| l != "...") {
-            out.extend(real[next..next + k].iter().map(|l| (*l).to_owned()));
+        let Some(k) = pick else { continue };
+        if !ellipsis(out) {
+            out.extend(real[next..k].iter().map(|l| (*l).to_owned()));
         }
-        out.push(real[next + k].to_owned());
-        next += k + 1;
+        out.push(real[k].to_owned());
+        next = k + 1;
     }
-    if out.last().is_none_or(|l| l != "...") {
+    if !ellipsis(out) {
         out.extend(real[next..].iter().map(|l| (*l).to_owned()));
     }
 }
 
-/// The index of the line of `real` that shares the most words with `line`, at least half.
-fn most_like(m: &Matcher, line: &str, real: &[&str]) -> Option<usize> {
+/// The first line of `real` like `line`: the same first word, or half its words shared.
+fn first_like(m: &Matcher, line: &str, real: &[&str]) -> Option<usize> {
     let line = m.redact(line);
     let words: Vec<&str> = line.split_whitespace().collect();
-    real.iter()
-        .enumerate()
-        .map(|(k, r)| {
-            let r = m.redact(r);
-            let shared = r.split_whitespace().filter(|w| words.contains(w)).count();
-            (k, shared, words.len().max(r.split_whitespace().count()))
-        })
-        .filter(|&(_, shared, of)| of > 0 && shared * 2 >= of)
-        .max_by_key(|&(k, shared, _)| (shared, std::cmp::Reverse(k)))
-        .map(|(k, _, _)| k)
+    real.iter().position(|r| {
+        let r = m.redact(r);
+        let theirs: Vec<&str> = r.split_whitespace().collect();
+        let shared = theirs.iter().filter(|w| words.contains(w)).count();
+        words.first().is_some_and(|w| theirs.first() == Some(w))
+            || shared * 2 >= words.len().max(theirs.len()).max(1)
+    })
 }
 
 /// `shown` (at document line `at`) against `new`, as a diff: `-` the doc's lines, `+` the
