@@ -10,7 +10,8 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, chown};
 use std::path::{Path, PathBuf};
 
-use crate::docs::{console_examples_in, words};
+use crate::docs_console::agent_invocations;
+use crate::util::console;
 use crate::util::{AgentCmd, BASE_ENV, Run, Snapshot, repo, repo_file, sha256_hex, tree_stamp};
 
 /// The uid and gid of `nobody`, the unprivileged user the demo is run as.
@@ -476,39 +477,23 @@ fn tour() -> String {
     rest[..end].to_owned()
 }
 
-/// The bodies of the ```sh blocks of `text`.
-fn sh_blocks(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current: Option<String> = None;
-    for line in text.lines() {
-        if line.starts_with("```") {
-            match current.take() {
-                Some(body) => out.push(body),
-                None if line == "```sh" => current = Some(String::new()),
-                None => {}
-            }
-        } else if let Some(body) = current.as_mut() {
-            body.push_str(line);
-            body.push('\n');
-        }
-    }
-    out
-}
-
-/// The ROOT an `agent` command line works on (`None` for one that takes none).
-fn root_of(cmd: &str) -> Option<String> {
-    let w = words(cmd);
-    assert_eq!(w.first().map(String::as_str), Some("agent"), "{cmd}");
-    let at = match w.get(1).map(String::as_str) {
-        Some("validate") => return None,
-        Some("plan") => 3,
-        _ => 2,
-    };
-    Some(
-        w.get(at)
-            .unwrap_or_else(|| panic!("{cmd}: no ROOT"))
-            .clone(),
-    )
+/// The ROOT each `agent` invocation of `cmd` works on (`None` for one that takes none).
+fn roots_of(cmd: &str) -> Vec<Option<String>> {
+    agent_invocations(cmd)
+        .into_iter()
+        .map(|args| {
+            let at = match args.first().map(String::as_str) {
+                Some("validate") => return None,
+                Some("plan") => 2,
+                _ => 1,
+            };
+            Some(
+                args.get(at)
+                    .unwrap_or_else(|| panic!("{cmd}: no ROOT"))
+                    .clone(),
+            )
+        })
+        .collect()
 }
 
 /// The tour copied as a newcomer would: every command names the scratch ROOT (checked before
@@ -519,26 +504,34 @@ fn root_of(cmd: &str) -> Option<String> {
 fn readme_tour_runs_every_command_against_its_scratch_root_and_writes_nothing_else() {
     require_root!();
     let tour = tour();
-    let setup = sh_blocks(&tour);
-    let commands = console_examples_in(&tour);
+    let commands: Vec<(String, String)> = console::parse("README.md", &tour)
+        .unwrap()
+        .commands
+        .into_iter()
+        .map(|c| (c.text, c.expected.join("\n")))
+        .collect();
+    let mut setup = 0;
     for (cmd, _) in &commands {
-        if let Some(root) = root_of(cmd) {
+        let roots = roots_of(cmd);
+        for root in roots.iter().flatten() {
             assert_eq!(
                 root, TOUR_ROOT,
                 "the tour runs `{cmd}` against another ROOT"
             );
         }
-    }
-    assert!(commands.len() >= 5, "{commands:?}");
-    assert!(!setup.is_empty(), "the tour has no set-up block");
-    for block in &setup {
-        for word in block.split_whitespace().filter(|w| w.starts_with('/')) {
-            assert!(
-                word.starts_with(&format!("{TOUR_DIR}/")),
-                "the tour's set-up names {word}, outside {TOUR_DIR}:\n{block}"
-            );
+        if roots.is_empty() {
+            // The set-up names only paths below the scratch directory.
+            setup += 1;
+            for word in cmd.split_whitespace().filter(|w| w.starts_with('/')) {
+                assert!(
+                    word.starts_with(&format!("{TOUR_DIR}/")),
+                    "the tour's set-up names {word}, outside {TOUR_DIR}:\n{cmd}"
+                );
+            }
         }
     }
+    assert!(commands.len() >= 9, "{commands:?}");
+    assert!(setup >= 4, "the tour has no set-up commands: {commands:?}");
 
     let dir = tempfile::Builder::new()
         .prefix("agent-tour-it-")
@@ -548,11 +541,7 @@ fn readme_tour_runs_every_command_against_its_scratch_root_and_writes_nothing_el
     let scratch = scratch.to_str().unwrap();
     let out = dir.path().join("out");
     fs::create_dir(&out).unwrap();
-    let mut script = String::from("set -eu\n");
-    for block in &setup {
-        script.push_str(&block.replace(TOUR_DIR, scratch));
-    }
-    script.push_str("set +e\n");
+    let mut script = String::new();
     for (i, (cmd, _)) in commands.iter().enumerate() {
         let cmd = cmd.replace(TOUR_DIR, scratch);
         let o = out.display();
@@ -570,9 +559,10 @@ fn readme_tour_runs_every_command_against_its_scratch_root_and_writes_nothing_el
             .unwrap()
             .replace(scratch, TOUR_DIR);
         assert_eq!(rc.trim(), "0", "`{cmd}` failed:\n{real}");
-        let first = shown.lines().next().unwrap_or("");
-        if first != "..." {
-            assert_eq!(real.lines().next(), Some(first), "`{cmd}`:\n{real}");
+        match shown.lines().next() {
+            None => assert_eq!(real, "", "`{cmd}`"),
+            Some("...") => {}
+            Some(first) => assert_eq!(real.lines().next(), Some(first), "`{cmd}`:\n{real}"),
         }
     }
     let demo = DemoRun {

@@ -41,6 +41,7 @@ mod demo;
 mod diagnostics;
 mod dockerfile;
 mod docs;
+mod docs_console;
 mod errors;
 mod execution;
 mod harness;

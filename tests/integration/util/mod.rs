@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod agent;
+pub mod console;
 mod formats;
 mod host;
 mod logfmt;

@@ -1,0 +1,2 @@
+#!/bin/sh
+echo "installing $0"
