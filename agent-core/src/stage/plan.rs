@@ -19,7 +19,7 @@ use crate::host::fs::{HostFs, HostFsError};
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};
-use crate::package::step::Mode;
+use crate::package::step::{Mode, Step};
 use crate::stage::decide::{self, Arguments, StepPaths, decide_step, join_under};
 use crate::state::history;
 use crate::state::markers::StepMarkers;
@@ -202,38 +202,8 @@ pub fn plan_stage(
             Some("COPY_RESOLV"),
         ));
     }
-    let resolv_failure = resolv_failure(root, rt);
-
-    // SPEC §6.4: an existing package directory is used as is, else SKYHOOK_DATA_DIR is copied.
-    let package_real = join_under(root, copy_dir);
-    let source = match std::fs::metadata(&package_real) {
-        Ok(meta) if meta.is_dir() => package_real.clone(),
-        Ok(_) => {
-            return Err(PlanError::PackageData(PreflightError::Other(format!(
-                "package directory {} exists and is not a directory",
-                copy_dir.display()
-            ))));
-        }
-        Err(_) => {
-            if !rt.data_dir.is_dir() {
-                return Err(PlanError::PackageData(PreflightError::MissingPackageData {
-                    package: package_real.display().to_string(),
-                    data_dir: rt.data_dir.display().to_string(),
-                }));
-            }
-            notes.push(format!(
-                "{} does not exist: the run would copy SKYHOOK_DATA_DIR ({}) into it",
-                copy_dir.display(),
-                rt.data_dir.display()
-            ));
-            writes.push(PlannedWrite::new(
-                display(copy_dir),
-                WriteKind::PackageData,
-                Some("copied from SKYHOOK_DATA_DIR"),
-            ));
-            rt.data_dir.clone()
-        }
-    };
+    let mut failure = resolv_failure(root, rt);
+    let source = package_source(root, rt, copy_dir, &mut notes, &mut writes)?;
 
     let config_path = source.join("config.json");
     let (config, warnings) = PackageConfig::load(&config_path, &source.join("skyhook_dir"))
@@ -242,7 +212,6 @@ pub fn plan_stage(
             source,
         })?;
 
-    let mut failure = resolv_failure;
     if !mode.is_uninstall() {
         // SPEC §6.7: the run checks these before any step.
         for entry in &config.expected_config_files {
@@ -277,23 +246,7 @@ pub fn plan_stage(
     ));
 
     let versions = if mode.is_upgrade() {
-        let file = rt.history_file(&config.package_name);
-        let history = history::inspect(fs, &file).map_err(state_err("reading the history file"))?;
-        if let Some(problem) = &history.problem {
-            notes.push(format!(
-                "{}: {problem}; the previous version would be {}",
-                file.display(),
-                history::UNKNOWN_VERSION
-            ));
-            if history.corrupt {
-                writes.push(PlannedWrite::new(
-                    format!("{}.backup", file.display()),
-                    WriteKind::State,
-                    Some("corrupt history moved aside"),
-                ));
-            }
-        }
-        Some([history.previous_version(), config.package_version.clone()])
+        Some(upgrade_versions(fs, rt, &config, &mut notes, &mut writes)?)
     } else {
         None
     };
@@ -302,98 +255,26 @@ pub fn plan_stage(
     if steps.is_empty() {
         notes.push("stage has no configured steps; treating it as a no-op".to_owned());
     }
+    let mut walk = StepWalk {
+        fs,
+        rt,
+        mode,
+        copy_dir,
+        env,
+        source: &source,
+        config: &config,
+        flags_dir: &flags_dir,
+        versions: versions.as_ref(),
+        stopped: None,
+        failed_checks: Vec::new(),
+        failure: &mut failure,
+        writes: &mut writes,
+    };
     let mut planned = Vec::with_capacity(steps.len());
-    let mut stopped: Option<String> = None;
-    let mut failed_checks = Vec::new();
     for step in steps {
-        let markers = StepMarkers::new(&flags_dir, step);
-        let decision = decide_step(fs, mode, step, &markers, rt.always_run_step).map_err(
-            state_err(format!("checking the markers of step {:?}", step.path)),
-        )?;
-        let markers_present = markers
-            .present(fs)
-            .map_err(state_err(format!(
-                "checking the markers of step {:?}",
-                step.path
-            )))?
-            .into_iter()
-            .map(|marker| display(marker.strip_prefix(&flags_dir).unwrap_or(marker)))
-            .collect();
-
-        // SPEC §8.5: `env:NAME` arguments; upgrade steps get `[previous, current]`.
-        let Arguments {
-            values: arguments,
-            missing,
-        } = decide::arguments(step, env, versions.as_ref());
-        let upgrade_args = versions.as_ref().filter(|_| step.upgrade_step);
-        let step_env: BTreeMap<String, String> = StepPaths::new(root, copy_dir, step)
-            .env_overrides(step, versions.as_ref())
-            .into_iter()
-            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
-            .collect();
-
-        let (action, reason) = if let Some(why) = &stopped {
-            (PlannedAction::NotReached, why.clone())
-        } else if !decision.runs() {
-            (PlannedAction::Skip, decision.reason().to_owned())
-        } else if !missing.is_empty() {
-            let why = format!(
-                "expected environment variables do not exist: {}",
-                missing.join(", ")
-            );
-            if mode.is_check() {
-                failed_checks.push(step.path.clone());
-            } else {
-                stopped = Some(format!("the run stops at {} first", step.path));
-                failure.get_or_insert(format!("running step {:?}: {why}", step.path));
-            }
-            (PlannedAction::Fail, why)
-        } else {
-            (PlannedAction::Run, decision.reason().to_owned())
-        };
-        let mut step_notes = Vec::new();
-        if action == PlannedAction::Run {
-            if let Some(bits) = missing_exec_bits(&source.join("skyhook_dir").join(&step.path)) {
-                step_notes.push(format!(
-                    "the step file's mode {bits:o} would get the execute bits (u+x,g+x,o+x)"
-                ));
-            }
-        }
-        if action == PlannedAction::Run && !mode.is_check() {
-            for marker in markers
-                .legacy
-                .iter()
-                .chain(std::iter::once(&markers.native))
-            {
-                writes.push(PlannedWrite::new(
-                    display(marker),
-                    WriteKind::State,
-                    Some("if the step succeeds"),
-                ));
-            }
-        }
-        if action == PlannedAction::Run && rt.write_logs {
-            let log_dir = rt.package_log_dir(&config.package_name, &config.package_version);
-            writes.push(PlannedWrite::new(
-                format!("{}-<timestamp>.log", display(&log_dir.join(&step.path))),
-                WriteKind::Log,
-                None,
-            ));
-        }
-        planned.push(PlannedStep {
-            name: step.name.clone(),
-            path: step.path.clone(),
-            action,
-            reason,
-            header: (action == PlannedAction::Run).then(|| step.header(mode, upgrade_args)),
-            arguments,
-            env: step_env,
-            markers_present,
-            notes: step_notes,
-            on_host: step.on_host,
-            idempotence_disabled: step.idempotence_disabled,
-        });
+        planned.push(walk.step(step)?);
     }
+    let failed_checks = walk.failed_checks;
     if !failed_checks.is_empty() {
         failure.get_or_insert(format!(
             "checks would fail before running: {}",
@@ -402,35 +283,14 @@ pub fn plan_stage(
     }
 
     if mode.is_check() {
-        writes.push(PlannedWrite::new(
-            display(&flags.join(format!("{mode}_ALL_CHECKED"))),
-            WriteKind::State,
-            Some("removed if stale, written if every check passes"),
-        ));
-        if !steps.is_empty() {
-            writes.push(PlannedWrite::new(
-                display(&flags.join("check_results")),
-                WriteKind::State,
-                None,
-            ));
-        }
-        if matches!(
+        check_writes(
+            rt,
             mode,
-            Mode::ApplyCheck | Mode::UpgradeCheck | Mode::UninstallCheck
-        ) {
-            writes.push(PlannedWrite::new(
-                display(&rt.history_file(&config.package_name)),
-                WriteKind::State,
-                Some("if every check passes"),
-            ));
-        }
-        if mode == Mode::UninstallCheck {
-            writes.push(PlannedWrite::new(
-                display(&flags_dir),
-                WriteKind::State,
-                Some("every step marker removed if every check passes"),
-            ));
-        }
+            &config,
+            &flags_dir,
+            !steps.is_empty(),
+            &mut writes,
+        );
     }
     writes.push(PlannedWrite::new(
         display(&results::path(
@@ -457,6 +317,227 @@ pub fn plan_stage(
         writes,
         failure,
     })
+}
+
+/// SPEC §6.4: an existing package directory is used as is, else SKYHOOK_DATA_DIR is copied.
+/// Returns where the package is read from.
+fn package_source(
+    root: &Path,
+    rt: &Runtime,
+    copy_dir: &Path,
+    notes: &mut Vec<String>,
+    writes: &mut Vec<PlannedWrite>,
+) -> Result<PathBuf, PlanError> {
+    let package_real = join_under(root, copy_dir);
+    match std::fs::metadata(&package_real) {
+        Ok(meta) if meta.is_dir() => Ok(package_real),
+        Ok(_) => Err(PlanError::PackageData(PreflightError::Other(format!(
+            "package directory {} exists and is not a directory",
+            copy_dir.display()
+        )))),
+        Err(_) => {
+            if !rt.data_dir.is_dir() {
+                return Err(PlanError::PackageData(PreflightError::MissingPackageData {
+                    package: package_real.display().to_string(),
+                    data_dir: rt.data_dir.display().to_string(),
+                }));
+            }
+            notes.push(format!(
+                "{} does not exist: the run would copy SKYHOOK_DATA_DIR ({}) into it",
+                copy_dir.display(),
+                rt.data_dir.display()
+            ));
+            writes.push(PlannedWrite::new(
+                display(copy_dir),
+                WriteKind::PackageData,
+                Some("copied from SKYHOOK_DATA_DIR"),
+            ));
+            Ok(rt.data_dir.clone())
+        }
+    }
+}
+
+/// `[previous, current]` of an upgrade stage, from the history file (read, never repaired).
+fn upgrade_versions(
+    fs: &HostFs,
+    rt: &Runtime,
+    config: &PackageConfig,
+    notes: &mut Vec<String>,
+    writes: &mut Vec<PlannedWrite>,
+) -> Result<[String; 2], PlanError> {
+    let file = rt.history_file(&config.package_name);
+    let history = history::inspect(fs, &file).map_err(state_err("reading the history file"))?;
+    if let Some(problem) = &history.problem {
+        notes.push(format!(
+            "{}: {problem}; the previous version would be {}",
+            file.display(),
+            history::UNKNOWN_VERSION
+        ));
+        if history.corrupt {
+            writes.push(PlannedWrite::new(
+                format!("{}.backup", file.display()),
+                WriteKind::State,
+                Some("corrupt history moved aside"),
+            ));
+        }
+    }
+    Ok([history.previous_version(), config.package_version.clone()])
+}
+
+/// The writes that end a check stage (SPEC §8.8, §8.9).
+fn check_writes(
+    rt: &Runtime,
+    mode: Mode,
+    config: &PackageConfig,
+    flags_dir: &Path,
+    has_steps: bool,
+    writes: &mut Vec<PlannedWrite>,
+) {
+    let flags = rt.flags_dir();
+    writes.push(PlannedWrite::new(
+        display(&flags.join(format!("{mode}_ALL_CHECKED"))),
+        WriteKind::State,
+        Some("removed if stale, written if every check passes"),
+    ));
+    if has_steps {
+        writes.push(PlannedWrite::new(
+            display(&flags.join("check_results")),
+            WriteKind::State,
+            None,
+        ));
+    }
+    if matches!(
+        mode,
+        Mode::ApplyCheck | Mode::UpgradeCheck | Mode::UninstallCheck
+    ) {
+        writes.push(PlannedWrite::new(
+            display(&rt.history_file(&config.package_name)),
+            WriteKind::State,
+            Some("if every check passes"),
+        ));
+    }
+    if mode == Mode::UninstallCheck {
+        writes.push(PlannedWrite::new(
+            display(flags_dir),
+            WriteKind::State,
+            Some("every step marker removed if every check passes"),
+        ));
+    }
+}
+
+/// The walk over a stage's steps: what each would do, given the steps before it.
+struct StepWalk<'a> {
+    fs: &'a HostFs,
+    rt: &'a Runtime,
+    mode: Mode,
+    copy_dir: &'a Path,
+    env: &'a [(OsString, OsString)],
+    source: &'a Path,
+    config: &'a PackageConfig,
+    flags_dir: &'a Path,
+    versions: Option<&'a [String; 2]>,
+    /// Why the steps from here on are not reached (a non-check step failed before them).
+    stopped: Option<String>,
+    /// Checks that would fail without running.
+    failed_checks: Vec<String>,
+    failure: &'a mut Option<String>,
+    writes: &'a mut Vec<PlannedWrite>,
+}
+
+impl StepWalk<'_> {
+    fn step(&mut self, step: &Step) -> Result<PlannedStep, PlanError> {
+        let (fs, rt, mode) = (self.fs, self.rt, self.mode);
+        let markers = StepMarkers::new(self.flags_dir, step);
+        let decision = decide_step(fs, mode, step, &markers, rt.always_run_step).map_err(
+            state_err(format!("checking the markers of step {:?}", step.path)),
+        )?;
+        let markers_present = markers
+            .present(fs)
+            .map_err(state_err(format!(
+                "checking the markers of step {:?}",
+                step.path
+            )))?
+            .into_iter()
+            .map(|marker| display(marker.strip_prefix(self.flags_dir).unwrap_or(marker)))
+            .collect();
+
+        // SPEC §8.5: `env:NAME` arguments; upgrade steps get `[previous, current]`.
+        let Arguments {
+            values: arguments,
+            missing,
+        } = decide::arguments(step, self.env, self.versions);
+        let upgrade_args = self.versions.filter(|_| step.upgrade_step);
+        let step_env: BTreeMap<String, String> = StepPaths::new(fs.root(), self.copy_dir, step)
+            .env_overrides(step, self.versions)
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+            .collect();
+
+        let (action, reason) = if let Some(why) = &self.stopped {
+            (PlannedAction::NotReached, why.clone())
+        } else if !decision.runs() {
+            (PlannedAction::Skip, decision.reason().to_owned())
+        } else if !missing.is_empty() {
+            let why = format!(
+                "expected environment variables do not exist: {}",
+                missing.join(", ")
+            );
+            if mode.is_check() {
+                self.failed_checks.push(step.path.clone());
+            } else {
+                self.stopped = Some(format!("the run stops at {} first", step.path));
+                self.failure
+                    .get_or_insert(format!("running step {:?}: {why}", step.path));
+            }
+            (PlannedAction::Fail, why)
+        } else {
+            (PlannedAction::Run, decision.reason().to_owned())
+        };
+        let mut step_notes = Vec::new();
+        if action == PlannedAction::Run {
+            let file = self.source.join("skyhook_dir").join(&step.path);
+            if let Some(bits) = missing_exec_bits(&file) {
+                step_notes.push(format!(
+                    "the step file's mode {bits:o} would get the execute bits (u+x,g+x,o+x)"
+                ));
+            }
+        }
+        if action == PlannedAction::Run && !mode.is_check() {
+            for marker in markers
+                .legacy
+                .iter()
+                .chain(std::iter::once(&markers.native))
+            {
+                self.writes.push(PlannedWrite::new(
+                    display(marker),
+                    WriteKind::State,
+                    Some("if the step succeeds"),
+                ));
+            }
+        }
+        if action == PlannedAction::Run && rt.write_logs {
+            let config = self.config;
+            let log_dir = rt.package_log_dir(&config.package_name, &config.package_version);
+            self.writes.push(PlannedWrite::new(
+                format!("{}-<timestamp>.log", display(&log_dir.join(&step.path))),
+                WriteKind::Log,
+                None,
+            ));
+        }
+        Ok(PlannedStep {
+            name: step.name.clone(),
+            path: step.path.clone(),
+            action,
+            reason,
+            header: (action == PlannedAction::Run).then(|| step.header(mode, upgrade_args)),
+            arguments,
+            env: step_env,
+            markers_present,
+            notes: step_notes,
+            on_host: step.on_host,
+            idempotence_disabled: step.idempotence_disabled,
+        })
+    }
 }
 
 /// SPEC §6.3: a run with `COPY_RESOLV` stops before anything else on a root without `/etc`.
