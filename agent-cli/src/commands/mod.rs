@@ -47,8 +47,9 @@ enum Command {
     Validate(validate::Validate),
     /// Dry run: which steps or interrupt operations a run would run or skip, and why.
     Plan(plan::Plan),
-    /// A verdict (done, running, error, reboot-pending, not-started), then what the agent left
-    /// on a host: versions, markers, checks, interrupts, last runs, errors.
+    /// A verdict (done, running, reboot-pending, stopped, reset, failed, error, not-started),
+    /// then what the agent left on a host: versions, markers, checks, interrupts, last runs,
+    /// errors with the last lines of the failed output.
     Status(status::Status),
     /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
     /// --yes) remove its completion markers.
