@@ -255,12 +255,58 @@ pub fn discover(fs: &HostFs, legacy_state: &Path, legacy_logs: &Path) -> Vec<(Pa
 
 /// Collect the status of every package under STATE.
 pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
-    collect_as(fs, rt, None)
+    collect_scoped(fs, rt, Scope::default())
 }
 
-/// [`collect`] as it will read once process `own_pid` (a run finishing, about to release
-/// its lock) has exited: a lock it holds is not a running agent.
-pub fn collect_as(fs: &HostFs, rt: &Runtime, own_pid: Option<u32>) -> HostStatus {
+/// What [`collect_scoped`] reads, and as whom.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope<'a> {
+    /// Only this package (and its interrupt resources); every package when `None`.
+    pub package: Option<&'a str>,
+    /// Read as it will read once process `own_pid` (a run finishing, about to release its
+    /// lock) has exited: a lock it holds is not a running agent.
+    pub own_pid: Option<u32>,
+}
+
+/// How a run leaves its package: the verdict `agent status` gives it once the run's process
+/// has exited (a lock it holds does not count), and whether a reboot one of its interrupts
+/// asked for waits for a new boot ID. For the node's metrics.
+pub fn standing(fs: &HostFs, rt: &Runtime, package: &str) -> Standing {
+    let status = collect_scoped(
+        fs,
+        rt,
+        Scope {
+            package: Some(package),
+            own_pid: Some(std::process::id()),
+        },
+    );
+    let found = status.packages.iter().find(|p| p.name == package);
+    Standing {
+        verdict: found.map_or(status.status, |p| p.status),
+        reboot_pending: found.is_some_and(|p| {
+            p.interrupts.iter().flat_map(|i| &i.operations).any(|op| {
+                op.state == "pending"
+                    && op.pending_boot_id.is_some()
+                    && op.pending_boot_id == status.boot_id
+            })
+        }),
+    }
+}
+
+/// See [`standing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub verdict: Verdict,
+    pub reboot_pending: bool,
+}
+
+/// [`collect`], limited to `scope`.
+pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus {
+    let Scope {
+        package: only,
+        own_pid,
+    } = scope;
+    let wanted = |name: &str| only.is_none_or(|p| p == name);
     let mut problems = Vec::new();
     let state = &rt.state_dir;
     let flags = rt.flags_dir();
@@ -310,7 +356,11 @@ pub fn collect_as(fs: &HostFs, rt: &Runtime, own_pid: Option<u32>) -> HostStatus
     let mut other_interrupts = Vec::new();
     for rid in list(fs, &interrupts_dir, &mut note) {
         let dir = interrupts_dir.join(&rid);
-        if is_temp_name(&rid) || !is_dir(fs, &dir) {
+        let of_package = ResourceId::parse(&rid).ok().map(|r| r.package);
+        if is_temp_name(&rid)
+            || (only.is_some() && of_package.as_deref() != only)
+            || !is_dir(fs, &dir)
+        {
             continue;
         }
         let scope = InterruptScope {
@@ -380,6 +430,7 @@ pub fn collect_as(fs: &HostFs, rt: &Runtime, own_pid: Option<u32>) -> HostStatus
         }
     }
 
+    names.retain(|name| wanted(name));
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
