@@ -563,6 +563,7 @@ async fn run_interrupt(
         base_env,
         reboot_max_attempts: rt.reboot_max_attempts,
         reboot_wait: interrupts::REBOOT_WAIT,
+        heartbeat: rt.heartbeat,
     };
     let type_name = decoded.interrupt.type_name();
     let identity = RunIdentity {
@@ -592,8 +593,8 @@ async fn run_interrupt(
             // completes before the reboot; the restart that sees a new boot ID completes it.
             let stopped = interrupts::wait_for_host_shutdown(
                 &cancel,
-                interrupts::REBOOT_WAIT,
-                rt.stop_grace,
+                (interrupts::REBOOT_WAIT, rt.stop_grace),
+                rt.heartbeat,
                 || {
                     output.print(
                         "shutdown in progress; the reboot will be confirmed by boot ID on the next \

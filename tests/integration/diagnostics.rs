@@ -553,3 +553,135 @@ fn a_silent_step_has_heartbeat_records_while_it_runs() {
     quiet.assert_success();
     assert!(!quiet.err().contains("step running"), "{quiet:?}");
 }
+
+/// The text records of `run` whose message is `message` (lines that are not logfmt, a step's
+/// own stderr, are left out).
+fn records_with(run: &Run, message: &str) -> Vec<Vec<(String, String)>> {
+    run.err()
+        .lines()
+        .filter_map(|l| parse_logfmt(l).ok())
+        .filter(|pairs| field(pairs, "msg") == Some(message))
+        .collect()
+}
+
+/// `elapsed_s` of each heartbeat record `message`, checked to count up.
+#[track_caller]
+fn heartbeats(run: &Run, message: &str) -> Vec<u64> {
+    let beats: Vec<u64> = records_with(run, message)
+        .iter()
+        .map(|r| {
+            field(r, "elapsed_s")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no elapsed_s in {r:?}"))
+        })
+        .collect();
+    assert!(beats.windows(2).all(|w| w[0] <= w[1]), "{beats:?}");
+    beats
+}
+
+/// SPEC §1.5: no silent waits. After `reboot` exited 0 the agent waits (10 s) for the
+/// shutdown to stop it; that wait says so when it starts, and has the heartbeat a silent step
+/// has.
+#[test]
+fn the_wait_for_a_requested_reboot_says_so_and_has_a_heartbeat() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    // The default fake `reboot` exits 0 and the host stays up.
+    let run = host
+        .interrupt(&b64(br#"{"type":"node_restart"}"#))
+        .env("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")
+        .run();
+    run.assert_code(1);
+    run.assert_stderr_contains("reboot was enqueued but the host did not restart within 10s");
+    run.assert_stderr_line_contains(&[
+        "level=info",
+        "msg=\"reboot requested; waiting for the shutdown to stop the agent\"",
+        "operation=node_restart_0",
+        "wait_s=10",
+    ]);
+    let beats = heartbeats(&run, "waiting for the reboot");
+    assert!(beats.len() >= 8, "{beats:?}\n{run:?}");
+    assert!(
+        records_with(&run, "waiting for the reboot")
+            .iter()
+            .all(|r| field(r, "operation") == Some("node_restart_0")),
+        "{run:?}"
+    );
+    let err = run.err();
+    assert!(
+        err.find("waiting for the shutdown").unwrap() < err.find("waiting for the reboot").unwrap()
+            && err.rfind("waiting for the reboot").unwrap() < err.find("level=error").unwrap(),
+        "{run:?}"
+    );
+}
+
+/// The wait for the host to go down, once the shutdown's signal has reached the agent, has
+/// the heartbeat too.
+#[test]
+fn the_wait_for_the_host_to_go_down_has_a_heartbeat() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    // The shutdown's SIGTERM reaches the agent, but the host stays up.
+    host.set_fake_tool("reboot", "kill -TERM $PPID\nsleep 5");
+    let run = host
+        .interrupt(&b64(br#"{"type":"node_restart"}"#))
+        .env("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "3")
+        .run();
+    run.assert_code(1);
+    run.assert_stderr_line_contains(&["level=warn", "the host did not go down"]);
+    let err = run.err();
+    let going_down = err.find("waiting for the host to go down").unwrap();
+    let beats = heartbeats(&run, "waiting for the reboot");
+    assert!(beats.len() >= 2, "{beats:?}\n{run:?}");
+    assert!(
+        err.rfind("waiting for the reboot").unwrap() > going_down,
+        "{run:?}"
+    );
+}
+
+/// SPEC §1.5: every interrupt operation has an `operation started` record, as steps have
+/// `step started`, and a heartbeat while its command is silent; the records name the
+/// operation (`<TYPE>_<i>`) and its command line.
+#[test]
+fn each_interrupt_operation_has_a_started_record_and_a_heartbeat() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    host.set_fake_tool("systemctl", "sleep 2");
+    let run = host
+        .interrupt(&b64(
+            br#"{"type":"service_restart","services":["kubelet"]}"#,
+        ))
+        .env("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")
+        .run();
+    run.assert_success();
+    let events: Vec<(String, String, String)> = run
+        .err()
+        .lines()
+        .filter_map(|l| parse_logfmt(l).ok())
+        .filter(|r| field(r, "msg").is_some_and(|m| m.starts_with("operation ")))
+        .map(|r| {
+            let get = |k: &str| field(&r, k).unwrap_or_default().to_owned();
+            (get("msg"), get("operation"), get("command"))
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for (id, command) in [
+        ("service_restart_0", "systemctl daemon-reload"),
+        ("service_restart_1", "systemctl restart kubelet"),
+    ] {
+        let event = |msg: &str| (msg.to_owned(), id.to_owned(), command.to_owned());
+        expected.push(event("operation started"));
+        let running = events
+            .iter()
+            .filter(|e| **e == event("operation running"))
+            .count();
+        assert!(running >= 1, "no heartbeat for {id}: {events:?}");
+        expected.extend(std::iter::repeat_n(event("operation running"), running));
+        expected.push(event("operation finished"));
+    }
+    assert_eq!(events, expected, "{run:?}");
+}

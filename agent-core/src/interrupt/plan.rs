@@ -309,6 +309,7 @@ pub async fn plan_interrupt(
         base_env: env,
         reboot_max_attempts: rt.reboot_max_attempts,
         reboot_wait: REBOOT_WAIT,
+        heartbeat: Duration::ZERO,
     };
     let (operations, result) = plan_operations(settings, interrupt).await;
     let mut failure =
