@@ -391,8 +391,13 @@ impl Run {
             decision = if succeeded { "succeeded" } else { "failed" },
             "operation finished"
         );
-        let result =
-            OperationResult::ran(&text, reason, &outcome, succeeded, log_field).with_id(id);
+        let accepted = match policy {
+            CompletionPolicy::OnSuccess => "[0]",
+            CompletionPolicy::AfterReboot => "[0] or SIGTERM",
+        };
+        let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field)
+            .with_id(id)
+            .with_accepted(accepted);
         self.push(
             OperationRecord::Ran {
                 command: text,
