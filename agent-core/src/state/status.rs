@@ -177,6 +177,22 @@ pub struct PackageStatus {
     pub last_run: Option<RunRecord>,
 }
 
+impl PackageStatus {
+    /// The package's stage and interrupt runs still recorded (the last of each stage, and of
+    /// the interrupt, per version; `agent reset` records are not runs), newest first, each
+    /// with its version.
+    pub fn runs_newest_first(&self) -> Vec<(&str, &RunRecord)> {
+        let mut runs: Vec<(&str, &RunRecord)> = self
+            .versions
+            .iter()
+            .flat_map(|v| v.runs.iter().map(move |r| (v.version.as_str(), r)))
+            .filter(|(_, r)| r.mode != RESET_MODE)
+            .collect();
+        runs.sort_by_cached_key(|(_, r)| std::cmp::Reverse(sort_time(&r.finished)));
+        runs
+    }
+}
+
 /// Markers and results records of one package version.
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionStatus {
