@@ -286,3 +286,28 @@ fn a_record_naming_a_file_outside_the_logs_is_not_read() {
          under LOGS (/var/log/skyhook/sk1): not read; the last 4 KiB of its output",
     );
 }
+
+/// While a stage runs, its record has no steps yet; the step's log is there to read.
+#[test]
+fn a_running_stage_points_to_the_log_of_its_step() {
+    let host = FakeHost::new();
+    host.install_held_apply("exit 0");
+    let agent = host
+        .stage_cmd("apply")
+        .timeout(std::time::Duration::from_secs(40))
+        .spawn();
+    host.wait_for("var/tmp/started", std::time::Duration::from_secs(20));
+    let run = logs(&host, &[]);
+    let step = logs(&host, &["--step", "held.sh"]);
+    host.write("var/tmp/release", "");
+    agent.wait().assert_success();
+    run.assert_success();
+    run.assert_stdout_contains(": apply, started ");
+    run.assert_stdout_contains(", not finished\n");
+    run.assert_stdout_contains(
+        "\nthe run has not recorded its steps yet (it is running, or it ended without recording \
+         its result): --step PATH shows a step's newest log\n",
+    );
+    step.assert_success();
+    step.assert_stdout_contains("\n==> held.sh: /var/log/skyhook/sk1/pkg/1.0.0/held.sh-");
+}

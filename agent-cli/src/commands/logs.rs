@@ -532,8 +532,13 @@ fn render(fs: &HostFs, report: &mut Report, out: &Output) -> Result<(), String> 
     if let Some(run) = &report.run {
         write(format!("record: {}\n", run.record).as_bytes());
     }
-    if report.logs.is_empty() {
-        write(b"\nno step or operation of this run ran a process: there is no log\n");
+    match &report.run {
+        _ if !report.logs.is_empty() => {}
+        Some(run) if run.result == Some(results::RunState::Running) => write(
+            b"\nthe run has not recorded its steps yet (it is running, or it ended without \
+              recording its result): --step PATH shows a step's newest log\n",
+        ),
+        _ => write(b"\nno step or operation of this run ran a process: there is no log\n"),
     }
     for entry in &mut report.logs {
         if let Some((path, mut file)) = entry.open(fs)? {
