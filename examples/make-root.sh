@@ -15,6 +15,10 @@
 #               is none: apt-get install busybox-static)
 #   host-tools  copies of this machine's sh and utilities, with the shared
 #               libraries and the dynamic loader `ldd` names for them
+# The commands that would act on a machine (reboot, halt, poweroff, shutdown,
+# systemctl, service) are stand-ins in every case: each says what it was asked,
+# appends it to DIR/var/log/stand-ins.log and exits 0, so an interrupt run
+# against DIR as root reboots nothing and restarts nothing.
 # Nothing is installed and nothing outside DIR is written; no root needed.
 # On success it prints what /bin holds, in one line.
 set -euo pipefail
@@ -151,6 +155,21 @@ if [[ -n $busybox ]]; then
 else
     copy_host_tools
 fi
+# Stand-ins for the commands that act on the machine (busybox's reboot would call
+# reboot(2) on this machine when the agent runs it as root).
+mkdir -p "$dir/var/log"
+for name in reboot halt poweroff shutdown systemctl service; do
+    rm -f "$dir/bin/$name"
+    cat >"$dir/bin/$name" <<STANDIN
+#!/bin/sh
+# A stand-in (examples/make-root.sh): this root is not a machine.
+call=$name
+for arg in "\$@"; do call="\$call \$arg"; done
+echo "\$call" >>/var/log/stand-ins.log
+echo "$name: a stand-in on this scratch root, nothing done (\$call)" >&2
+STANDIN
+    chmod 0755 "$dir/bin/$name"
+done
 echo "node-1" >"$dir/etc/hostname"
 mkdir -p "$dir/proc/sys/kernel/random"
 cat /proc/sys/kernel/random/boot_id >"$dir/proc/sys/kernel/random/boot_id"

@@ -9,6 +9,7 @@ mod logfmt;
 mod metrics;
 mod request;
 mod signals;
+mod summary;
 
 // Links the built-in interrupt kinds: their registrations are dropped unless the crate is named.
 #[allow(unused_imports)]
@@ -233,15 +234,19 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
         return ExitCode::SUCCESS;
     };
     let started = Instant::now();
-    let mut operations = Vec::new();
+    let mut out = summary::RunOut::default();
     exec::leftovers::adopt();
-    let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut operations);
+    let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut out);
     if let Err(e) = &result {
-        log_failure(e, stage_mode.is_some(), &operations);
+        log_failure(e, stage_mode.is_some(), &out.operations);
     }
     // SPEC §8.4: what the operations left running is ended when the agent exits.
     exec::leftovers::end(rt.stop_grace);
-    log_run_finished(&result, &operations, started);
+    log_run_finished(&result, &out.operations, started);
+    // SPEC §1.5: the last lines of a run that did not succeed say what to look at.
+    if let Err(e) = &result {
+        summary::log(mode, e, is_stop(e), &out);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::from(EXIT_FAILED),
@@ -306,7 +311,7 @@ fn run_operator(
     root: &Path,
     copy_dir: &Path,
     data: Option<&str>,
-    operations: &mut Vec<OperationResult>,
+    out: &mut summary::RunOut,
 ) -> anyhow::Result<()> {
     check_open_files()?;
     // SPEC §10: stop requests are handled from before the first write (resolv.conf, the
@@ -317,6 +322,7 @@ fn run_operator(
         resource_id: rid,
         copy_dir,
     } = preflight::validate(root, copy_dir, rt, stage_mode.is_none())?;
+    out.package = Some((rid.package.clone(), rid.version.clone()));
     let output = Output::process();
     output.print(&banner::render(
         &Invocation {
@@ -371,16 +377,8 @@ fn run_operator(
             runner: std::sync::Arc::new(exec::ProcessRunner::default()),
         };
         let Some(mode) = stage_mode else {
-            return run_interrupt(
-                rt,
-                &rid,
-                fs,
-                exec,
-                &copy_dir,
-                data.unwrap_or_default(),
-                operations,
-            )
-            .await;
+            return run_interrupt(rt, &rid, fs, exec, &copy_dir, data.unwrap_or_default(), out)
+                .await;
         };
         let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let package_dir = join_under(root, &copy_dir);
@@ -391,6 +389,15 @@ fn run_operator(
         for w in &warnings {
             warn!(file = %config_path.display(), "{w}");
         }
+        out.package = Some((config.package_name.clone(), config.package_version.clone()));
+        out.planned = Some(Ok(config
+            .steps(mode)
+            .iter()
+            .map(|step| summary::Planned {
+                id: step.path.clone(),
+                command: None,
+            })
+            .collect()));
         if !mode.is_uninstall() {
             preflight::check_expected_config_files(root, &copy_dir, &config.expected_config_files)?;
         }
@@ -423,16 +430,16 @@ fn run_operator(
             copy_dir: &copy_dir,
             base_env: &base_env,
         };
-        let result = stage::run_stage(&cx, &config, mode, operations)
+        let result = stage::run_stage(&cx, &config, mode, &mut out.operations)
             .await
             .map_err(anyhow::Error::from);
-        *operations = save_results(
+        out.operations = save_results(
             &fs,
             rt,
             &run,
             started,
             &result,
-            std::mem::take(operations),
+            std::mem::take(&mut out.operations),
             None,
         );
         result
@@ -524,7 +531,7 @@ async fn run_interrupt(
     exec: exec::Config,
     copy_dir: &Path,
     data: &str,
-    operations_out: &mut Vec<OperationResult>,
+    out: &mut summary::RunOut,
 ) -> anyhow::Result<()> {
     let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let decoded = <dyn Interrupt>::from_base64(data)?;
@@ -561,6 +568,7 @@ async fn run_interrupt(
         base_env,
         reboot_max_attempts: rt.reboot_max_attempts,
         reboot_wait: interrupts::REBOOT_WAIT,
+        heartbeat: rt.heartbeat,
     };
     let type_name = decoded.interrupt.type_name();
     let identity = RunIdentity {
@@ -570,11 +578,27 @@ async fn run_interrupt(
         version: &rid.version,
     };
     let started = SystemTime::now();
+    out.resource_id = Some(rid.id.clone());
     save_start(&settings.fs, rt, &identity, started)?;
     let state_fs = settings.fs.clone();
-    let run = interrupts::run_owned(settings, decoded.interrupt.into()).await;
+    let interrupt: std::sync::Arc<dyn Interrupt> = decoded.interrupt.into();
+    let run = interrupts::run_owned(settings, interrupt.clone()).await;
+    // SPEC §1.5: a run that did not complete names the operations it did not get to.
+    match &run.result {
+        Ok(InterruptOutcome::Completed) => {}
+        Err(e) if e.is_kind_fault() => {
+            out.planned = Some(Err(
+                "the interrupt kind's own code failed, so it is not run again to list its \
+                 operations"
+                    .to_owned(),
+            ));
+        }
+        Ok(InterruptOutcome::ShutdownInProgress) | Err(_) => {
+            out.planned = Some(planned_operations(&state_fs, rt, rid, copy_dir, &*interrupt).await);
+        }
+    }
     let result = run.result.with_context(|| format!("interrupt {type_name}"));
-    *operations_out = save_results(
+    out.operations = save_results(
         &state_fs,
         rt,
         &identity,
@@ -590,8 +614,8 @@ async fn run_interrupt(
             // completes before the reboot; the restart that sees a new boot ID completes it.
             let stopped = interrupts::wait_for_host_shutdown(
                 &cancel,
-                interrupts::REBOOT_WAIT,
-                rt.stop_grace,
+                (interrupts::REBOOT_WAIT, rt.stop_grace),
+                rt.heartbeat,
                 || {
                     output.print(
                         "shutdown in progress; the reboot will be confirmed by boot ID on the next \
@@ -603,6 +627,33 @@ async fn run_interrupt(
             Err(stopped).with_context(|| format!("interrupt {type_name}"))
         }
     }
+}
+
+/// How long the kind's own code may take to list its operations again after a failed run.
+const PLAN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The interrupt's operations as a run now would see them (a dry run: nothing runs), less
+/// those already complete.
+async fn planned_operations(
+    fs: &HostFs,
+    rt: &Runtime,
+    rid: &ResourceId,
+    copy_dir: &Path,
+    interrupt: &(dyn Interrupt + 'static),
+) -> Result<Vec<summary::Planned>, String> {
+    use agent_core::interrupt::plan as dry;
+    let env = std::env::vars_os().collect();
+    let settings = dry::dry_settings(fs, rt, rid, copy_dir, env);
+    let (operations, result) = dry::plan_operations_within(settings, interrupt, PLAN_LIMIT).await;
+    result.map_err(|e| format!("listing the interrupt's operations: {}", Chain(&e)))?;
+    Ok(operations
+        .into_iter()
+        .filter(|op| op.action != agent_core::stage::plan::PlannedAction::Skip)
+        .map(|op| summary::Planned {
+            id: op.operation,
+            command: op.command,
+        })
+        .collect())
 }
 
 /// The process runner for a run holding `lock`: it records each operation's process group

@@ -9,6 +9,7 @@ use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
 use agent_core::state::metrics::{self, InterruptTally, Run, RunResult};
 use agent_core::state::results::RunRecord;
+use agent_core::state::status;
 use tracing::{debug, warn};
 
 /// Fold the finished run into `STATE/metrics/<pkg>.prom` (and the copy in
@@ -36,6 +37,8 @@ pub(crate) fn save(
         started,
         finished: SystemTime::now(),
         interrupt,
+        // After the results record: the verdict `agent status` gives once this run exits.
+        standing: Some(status::standing(fs, rt, &record.package)),
     };
     let written = metrics::record(
         fs,

@@ -32,7 +32,9 @@ subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
   agent validate COPY_DIR [--format text|json] lint a package directory offline
   agent plan MODE ROOT_MOUNT COPY_DIR          dry run: which steps would run or be skipped, and why
   agent plan interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
-  agent status ROOT_MOUNT [--format text|json] verdict (exit 1 on error), packages, errors
+  agent status ROOT_MOUNT [--format text|json] verdict (exit 1 on failed, reset, error), packages, errors
+  agent logs ROOT_MOUNT [--package NAME] [--step PATH | --operation OPERATION] [--run N]
+                                               the logs of the latest run, a step or an operation
   agent reset ROOT_MOUNT COPY_DIR [--stage MODE] [--step PATH] [--yes]
   agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
   agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
@@ -154,6 +156,9 @@ pub fn suggest_subcommand(word: &str) -> Option<&'static str> {
     }
 }
 
+/// The name closest to `word` within two edits. Two edits in a name of four letters or fewer
+/// (`logs`, `plan`) are half of it: those take one, so an operator stage such as `bogus` (two
+/// edits from `logs`) stays an unknown stage, not a typo.
 fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let word = word.to_ascii_lowercase();
     if word.is_empty() {
@@ -161,7 +166,7 @@ fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a s
     }
     names
         .map(|name| (strsim::levenshtein(&word, name), name))
-        .filter(|(d, _)| *d <= 2 && *d < word.len())
+        .filter(|(d, name)| *d <= 2 && *d < word.len() && (*d < 2 || name.len() > 4))
         .min_by_key(|(d, _)| *d)
         .map(|(_, name)| name)
 }
@@ -191,7 +196,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
     if args.first().is_some_and(|m| is_mode(m)) && args.iter().any(|a| is_version(a)) {
         return Ok(Request::Version);
     }
-    // SPEC §1.1: a word within two edits of a subcommand name is a person's typo; any other
+    // SPEC §1.1: a word within two edits of a subcommand name (one for a name of four letters
+    // or fewer) is a person's typo; any other
     // unknown word is an operator stage this version does not know.
     if let Some(word) = args.first().filter(|w| !is_mode(w)) {
         if let Some(suggestion) = suggest_subcommand(word) {
@@ -490,6 +496,13 @@ mod tests {
         }
         assert_eq!(suggest_subcommand("interupt"), None);
         assert_eq!(suggest_subcommand("intrrupts"), Some("interrupts"));
+        // A short name takes one edit: `bogus` is two from `logs`, an unknown stage.
+        assert_eq!(suggest_subcommand("log"), Some("logs"));
+        assert_eq!(suggest_subcommand("bogus"), None);
+        assert!(matches!(
+            p(&["bogus", "/r", "/c"]),
+            Ok(Request::Stage { .. })
+        ));
         assert!(p(&["interrupt", "/r", "/c", "x"]).is_ok());
     }
 }

@@ -497,6 +497,7 @@ fn simulate(
             base_env: env.to_vec(),
             reboot_max_attempts: rt.reboot_max_attempts,
             reboot_wait: REBOOT_WAIT,
+            heartbeat: Duration::ZERO,
         };
         let run = runner::run(settings(runner.clone()), interrupt.as_ref()).await;
         match run.result.map_err(|e| Chain(&e).to_string())? {

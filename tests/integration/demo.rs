@@ -584,3 +584,38 @@ fn readme_tour_runs_every_command_against_its_scratch_root_and_writes_nothing_el
         );
     }
 }
+
+/// examples/make-root.sh's roots (README's tour, the docs, the demo's lower root) hold stand-ins
+/// for the commands that act on a machine, with either set of tools: busybox's `reboot`
+/// there would call reboot(2) on this machine when an interrupt runs as root against the root.
+/// Checked by reading them: running one here is what must never happen.
+#[test]
+fn make_root_gives_stand_ins_for_the_commands_that_act_on_a_machine() {
+    for tools in ["busybox", "host-tools"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("root");
+        let out = std::process::Command::new(repo().join("examples/make-root.sh"))
+            .args(["--tools", tools])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "make-root.sh --tools {tools}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for name in ["reboot", "halt", "poweroff", "shutdown", "systemctl", "service"] {
+            let path = dir.join("bin").join(name);
+            let meta = fs::symlink_metadata(&path)
+                .unwrap_or_else(|e| panic!("--tools {tools}: {}: {e}", path.display()));
+            assert!(meta.is_file(), "--tools {tools}: {name} is not a regular file");
+            assert!(meta.mode() & 0o111 != 0, "--tools {tools}: {name} is not executable");
+            let text = fs::read_to_string(&path).unwrap();
+            assert!(
+                text.starts_with("#!/bin/sh\n") && text.contains("stand-in"),
+                "--tools {tools}: {name} is not a stand-in:\n{text}"
+            );
+            assert!(!text.contains("busybox"), "--tools {tools}: {name}:\n{text}");
+        }
+    }
+}

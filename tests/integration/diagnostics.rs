@@ -553,3 +553,336 @@ fn a_silent_step_has_heartbeat_records_while_it_runs() {
     quiet.assert_success();
     assert!(!quiet.err().contains("step running"), "{quiet:?}");
 }
+
+/// The text records of `run` whose message is `message` (lines that are not logfmt, a step's
+/// own stderr, are left out).
+fn records_with(run: &Run, message: &str) -> Vec<Vec<(String, String)>> {
+    run.err()
+        .lines()
+        .filter_map(|l| parse_logfmt(l).ok())
+        .filter(|pairs| field(pairs, "msg") == Some(message))
+        .collect()
+}
+
+/// `elapsed_s` of each heartbeat record `message`, checked to count up.
+#[track_caller]
+fn heartbeats(run: &Run, message: &str) -> Vec<u64> {
+    let beats: Vec<u64> = records_with(run, message)
+        .iter()
+        .map(|r| {
+            field(r, "elapsed_s")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no elapsed_s in {r:?}"))
+        })
+        .collect();
+    assert!(beats.windows(2).all(|w| w[0] <= w[1]), "{beats:?}");
+    beats
+}
+
+/// SPEC §1.5: no silent waits. After `reboot` exited 0 the agent waits (10 s) for the
+/// shutdown to stop it; that wait says so when it starts, and has the heartbeat a silent step
+/// has.
+#[test]
+fn the_wait_for_a_requested_reboot_says_so_and_has_a_heartbeat() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    // The default fake `reboot` exits 0 and the host stays up.
+    let run = host
+        .interrupt(&b64(br#"{"type":"node_restart"}"#))
+        .env("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")
+        .run();
+    run.assert_code(1);
+    run.assert_stderr_contains("reboot was enqueued but the host did not restart within 10s");
+    run.assert_stderr_line_contains(&[
+        "level=info",
+        "msg=\"reboot requested; waiting for the shutdown to stop the agent\"",
+        "operation=node_restart_0",
+        "wait_s=10",
+    ]);
+    let beats = heartbeats(&run, "waiting for the reboot");
+    assert!(beats.len() >= 8, "{beats:?}\n{run:?}");
+    assert!(
+        records_with(&run, "waiting for the reboot")
+            .iter()
+            .all(|r| field(r, "operation") == Some("node_restart_0")),
+        "{run:?}"
+    );
+    let err = run.err();
+    assert!(
+        err.find("waiting for the shutdown").unwrap() < err.find("waiting for the reboot").unwrap()
+            && err.rfind("waiting for the reboot").unwrap() < err.find("level=error").unwrap(),
+        "{run:?}"
+    );
+}
+
+/// The wait for the host to go down, once the shutdown's signal has reached the agent, has
+/// the heartbeat too.
+#[test]
+fn the_wait_for_the_host_to_go_down_has_a_heartbeat() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    // The shutdown's SIGTERM reaches the agent, but the host stays up.
+    host.set_fake_tool("reboot", "kill -TERM $PPID\nsleep 5");
+    let run = host
+        .interrupt(&b64(br#"{"type":"node_restart"}"#))
+        .env("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "3")
+        .run();
+    run.assert_code(1);
+    run.assert_stderr_line_contains(&["level=warn", "the host did not go down"]);
+    let err = run.err();
+    let going_down = err.find("waiting for the host to go down").unwrap();
+    let beats = heartbeats(&run, "waiting for the reboot");
+    assert!(beats.len() >= 2, "{beats:?}\n{run:?}");
+    assert!(
+        err.rfind("waiting for the reboot").unwrap() > going_down,
+        "{run:?}"
+    );
+}
+
+/// SPEC §1.5: every interrupt operation has an `operation started` record, as steps have
+/// `step started`, and a heartbeat while its command is silent; the records name the
+/// operation (`<TYPE>_<i>`) and its command line.
+#[test]
+fn each_interrupt_operation_has_a_started_record_and_a_heartbeat() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    host.set_fake_tool("systemctl", "sleep 2");
+    let run = host
+        .interrupt(&b64(
+            br#"{"type":"service_restart","services":["kubelet"]}"#,
+        ))
+        .env("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "1")
+        .run();
+    run.assert_success();
+    let events: Vec<(String, String, String)> = run
+        .err()
+        .lines()
+        .filter_map(|l| parse_logfmt(l).ok())
+        .filter(|r| field(r, "msg").is_some_and(|m| m.starts_with("operation ")))
+        .map(|r| {
+            let get = |k: &str| field(&r, k).unwrap_or_default().to_owned();
+            (get("msg"), get("operation"), get("command"))
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for (id, command) in [
+        ("service_restart_0", "systemctl daemon-reload"),
+        ("service_restart_1", "systemctl restart kubelet"),
+    ] {
+        let event = |msg: &str| (msg.to_owned(), id.to_owned(), command.to_owned());
+        expected.push(event("operation started"));
+        let running = events
+            .iter()
+            .filter(|e| **e == event("operation running"))
+            .count();
+        assert!(running >= 1, "no heartbeat for {id}: {events:?}");
+        expected.extend(std::iter::repeat_n(event("operation running"), running));
+        expected.push(event("operation finished"));
+    }
+    assert_eq!(events, expected, "{run:?}");
+}
+
+/// The records after `run finished`, as logfmt lines without their time.
+fn after_run_finished(run: &Run) -> Vec<String> {
+    let err = run.err();
+    let lines: Vec<&str> = err.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("msg=\"run finished\""))
+        .unwrap_or_else(|| panic!("no run finished: {run:?}"));
+    lines[at + 1..]
+        .iter()
+        .map(|l| {
+            let pairs = parse_logfmt(l).unwrap_or_else(|e| panic!("{e}\n{run:?}"));
+            pairs
+                .iter()
+                .filter(|(k, _)| k != "time")
+                .map(|(k, v)| format!("{k}={}", logfmt_value(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+/// SPEC §1.5: the last lines of a failed run (what the operator keeps in `last-logs`) are a
+/// summary: the run and its error, the failed step with its exit code, accepted codes and
+/// log, and the steps it did not get to. The lines before are unchanged.
+#[test]
+fn a_failed_stage_ends_with_a_summary() {
+    let host = FakeHost::new();
+    host.install(&Package::off_host(
+        &["s1.sh", "s2.sh", "s3.sh", "s4.sh"],
+        &["s1_check.sh"],
+    ));
+    let run = host.run("apply", &[("FAIL_STEPS", "s2.sh")]);
+    run.assert_code(1);
+    let log = host
+        .files_under(PKG_LOGS)
+        .into_iter()
+        .find(|f| f.starts_with("s2.sh-"))
+        .unwrap_or_else(|| panic!("no log of s2.sh: {run:?}"));
+    let error = "running step \\\"s2.sh\\\": exit code 3 is not an accepted return code [0]";
+    assert_eq!(
+        after_run_finished(&run),
+        [
+            format!(
+                "level=info msg=\"summary: the run failed\" mode=apply package=pkg \
+                 version=1.0.0 error=\"{error}\""
+            ),
+            format!(
+                "level=info msg=\"summary: failed step\" step=s2.sh exit_code=3 \
+                 accepted=[0] log=/{PKG_LOGS}/{log}"
+            ),
+            "level=info msg=\"summary: not run\" count=2 steps=\"s3.sh, s4.sh\"".to_owned(),
+        ],
+        "{run:?}"
+    );
+    // The ERROR line stays the one error, and the results record says what was accepted.
+    assert_eq!(run.err().matches(" level=error ").count(), 1, "{run:?}");
+    let record: Value =
+        serde_json::from_str(&host.read_string("var/lib/skyhook/sk1/results/pkg/1.0.0/apply.json"))
+            .unwrap();
+    assert_eq!(record["operations"][1]["accepted"], "[0]", "{record:#}");
+}
+
+/// A check stage runs every step: every failed check is named, and nothing is left.
+#[test]
+fn a_failed_check_stage_names_each_failed_check_and_nothing_not_run() {
+    let host = FakeHost::new();
+    host.install(&Package::off_host(
+        &["s1.sh"],
+        &["a_check.sh", "b_check.sh"],
+    ));
+    let run = host.run("apply-check", &[("FAIL_STEPS", "a_check.sh b_check.sh")]);
+    run.assert_code(1);
+    let summary = after_run_finished(&run);
+    assert_eq!(summary.len(), 4, "{summary:#?}");
+    assert!(
+        summary[1].starts_with(
+            "level=info msg=\"summary: failed step\" step=a_check.sh exit_code=3 accepted=[0] log="
+        ),
+        "{summary:#?}"
+    );
+    assert!(
+        summary[2].starts_with("level=info msg=\"summary: failed step\" step=b_check.sh "),
+        "{summary:#?}"
+    );
+    assert_eq!(
+        summary[3], "level=info msg=\"summary: not run\" count=0",
+        "{summary:#?}"
+    );
+}
+
+/// A run that fails before its first step (here: its config) says nothing ran.
+#[test]
+fn a_run_that_fails_before_its_first_step_says_nothing_ran() {
+    let host = FakeHost::new();
+    host.install(&Package::new().with_raw_config(b"{"));
+    let run = host.stage("apply");
+    run.assert_code(1);
+    let summary = after_run_finished(&run);
+    assert_eq!(summary.len(), 2, "{summary:#?}");
+    assert!(
+        summary[0].starts_with(
+            "level=info msg=\"summary: the run failed\" mode=apply package=pkg version=1.0.0 \
+             error=\"loading "
+        ),
+        "{summary:#?}"
+    );
+    assert_eq!(summary[1], "level=info msg=\"summary: nothing ran\"");
+}
+
+/// A stopped run says so, and names the steps the stop kept from starting.
+#[test]
+fn a_stopped_run_ends_with_a_summary_of_what_it_did_not_start() {
+    let host = FakeHost::new();
+    host.install_held_apply("exit 0");
+    let run = host.stop_held_apply(host.agent());
+    run.assert_code(1);
+    assert_eq!(
+        after_run_finished(&run),
+        [
+            "level=info msg=\"summary: the run was stopped\" mode=apply package=pkg \
+             version=1.0.0 error=\"agent stopped after receiving a termination signal\""
+                .to_owned(),
+            "level=info msg=\"summary: not run\" count=1 steps=next.sh".to_owned(),
+        ],
+        "{run:?}"
+    );
+}
+
+/// An interrupt whose operation fails: the operation, its command, exit code, accepted codes
+/// and log, and the operations after it, found by asking the kind again (nothing runs).
+#[test]
+fn a_failed_interrupt_ends_with_a_summary_naming_the_operations_not_run() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    host.set_fake_tool(
+        "systemctl",
+        "if [ \"$1\" = restart ] && [ \"$2\" = containerd ]; then exit 4; fi",
+    );
+    let run = host
+        .interrupt(&b64(
+            br#"{"type":"service_restart","services":["containerd","kubelet"]}"#,
+        ))
+        .run();
+    run.assert_code(1);
+    let summary = after_run_finished(&run);
+    assert_eq!(summary.len(), 3, "{summary:#?}\n{run:?}");
+    assert_eq!(
+        summary[0],
+        "level=info msg=\"summary: the run failed\" mode=interrupt package=pkg version=1.0.0 \
+         resource_id=abc_pkg_1.0.0 error=\"interrupt service_restart: systemctl restart \
+         containerd: exit code 4\""
+    );
+    assert!(
+        summary[1].starts_with(
+            "level=info msg=\"summary: failed operation\" operation=service_restart_1 \
+             command=\"systemctl restart containerd\" exit_code=4 accepted=[0] \
+             log=/var/log/skyhook/sk1/pkg/1.0.0/interrupts/service_restart-"
+        ),
+        "{summary:#?}"
+    );
+    assert_eq!(
+        summary[2],
+        "level=info msg=\"summary: not run\" count=1 operations=\"service_restart_2 \
+         (systemctl restart kubelet)\""
+    );
+    // Asking the kind again ran nothing more.
+    assert_eq!(
+        host.calls(),
+        ["systemctl daemon-reload", "systemctl restart containerd"]
+    );
+}
+
+/// The loop guard refuses before the operation runs: nothing failed to run, the operation is
+/// what was not run.
+#[test]
+fn a_refused_reboot_ends_with_a_summary_naming_it_not_run() {
+    require_root!();
+    let host = FakeHost::new();
+    host.mkdir(COPY_DIR);
+    host.write_reboot_requested(3);
+    let run = host.interrupt(&b64(br#"{"type":"node_restart"}"#)).run();
+    run.assert_code(1);
+    let summary = after_run_finished(&run);
+    assert_eq!(summary.len(), 2, "{summary:#?}");
+    assert!(
+        summary[0].starts_with(
+            "level=info msg=\"summary: the run failed\" mode=interrupt package=pkg \
+             version=1.0.0 resource_id=abc_pkg_1.0.0 error=\"interrupt node_restart: reboot \
+             requested 3 times but the host never restarted"
+        ),
+        "{summary:#?}"
+    );
+    assert_eq!(
+        summary[1],
+        "level=info msg=\"summary: not run\" count=1 operations=\"node_restart_0 (reboot)\""
+    );
+    assert!(host.calls().is_empty(), "{:?}", host.calls());
+}

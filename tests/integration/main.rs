@@ -49,6 +49,7 @@ mod help;
 mod interrupts;
 mod leftovers;
 mod logs;
+mod logs_command;
 mod malformed;
 mod messages;
 mod metrics;

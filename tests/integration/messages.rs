@@ -3,9 +3,7 @@
 //! SKYHOOK_RESOURCE_ID names the variable and its form; the reboot loop guard names its
 //! attempts file, SKYHOOK_REBOOT_MAX_ATTEMPTS and the reset.
 
-use crate::util::{
-    BOOT_ID, CALLS_LOG, COPY_DIR, FakeHost, INTERRUPT_FLAGS, PKG_DIR, interrupt_data,
-};
+use crate::util::{CALLS_LOG, COPY_DIR, FakeHost, PKG_DIR, interrupt_data};
 
 #[test]
 fn a_missing_package_directory_names_both_places_looked_at() {
@@ -60,14 +58,7 @@ fn an_unset_resource_id_names_the_variable_and_its_form() {
 fn the_loop_guard_names_its_file_its_variable_and_the_reset() {
     let host = FakeHost::new();
     host.install(&crate::util::Package::simple());
-    host.write(
-        &format!("{INTERRUPT_FLAGS}/node_restart_0.pending"),
-        format!("boot-id:{BOOT_ID}\n"),
-    );
-    host.write(
-        &format!("{INTERRUPT_FLAGS}/node_restart_0.attempts"),
-        format!("boot-id:{BOOT_ID}\nattempts:3\n"),
-    );
+    host.write_reboot_requested(3);
     let run = host
         .agent()
         .args([

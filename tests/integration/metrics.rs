@@ -54,6 +54,7 @@ pub fn scrape(text: &str) -> Scrape {
                     "mode",
                     "stream",
                     "git_sha",
+                    "verdict",
                 ]
                 .contains(&k.as_str()),
                 "{k}={v} in {}",
@@ -444,6 +445,69 @@ fn an_interrupt_with_a_reboot_counts_the_reboot_and_the_completion_after_it() {
     );
     assert_eq!(refusals, Some(1.0));
     assert_eq!(result_of(&s, "interrupt", "failed"), Some(1.0));
+}
+
+/// The package's `agent status` verdict: `(verdict with value 1, the pending-reboot gauge)`.
+fn standing(s: &Scrape) -> (String, Option<f64>) {
+    let on: Vec<String> = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == "skyhook_agent_status" && x.labels.get("package") == Some("pkg"))
+        .filter(|x| matches!(x.value, Value::Gauge(v) if v > 0.5))
+        .filter_map(|x| x.labels.get("verdict").map(str::to_owned))
+        .collect();
+    let all = s
+        .samples
+        .iter()
+        .filter(|x| x.metric == "skyhook_agent_status")
+        .count();
+    assert_eq!(all, 8, "one series per verdict");
+    assert_eq!(on.len(), 1, "exactly one verdict is 1: {on:?}");
+    let pending = value(s, "skyhook_agent_reboot_pending", &[("package", "pkg")]);
+    (on[0].clone(), pending)
+}
+
+/// `skyhook_agent_status{verdict}` says what `agent status` says of the package once the run
+/// is over (its own lock does not make it `running`), and `skyhook_agent_reboot_pending`
+/// whether a reboot it asked for waits for a new boot.
+#[test]
+fn the_status_verdict_and_the_pending_reboot_are_gauges() {
+    require_root!();
+    let host = FakeHost::new();
+    host.install(&Package::off_host(&["s1.sh", "s2.sh"], &["s1_check.sh"]));
+    apply(&host, &[("FAIL_STEPS", "s2.sh")]).assert_code(1);
+    assert_eq!(standing(&metrics(&host)), ("failed".to_owned(), Some(0.0)));
+    apply(&host, &[]).assert_success();
+    assert_eq!(standing(&metrics(&host)), ("done".to_owned(), Some(0.0)));
+
+    let stopped = FakeHost::new();
+    stopped.install_held_apply("exit 0");
+    stopped.stop_held_apply(stopped.agent()).assert_code(1);
+    assert_eq!(
+        standing(&metrics(&stopped)),
+        ("stopped".to_owned(), Some(0.0))
+    );
+
+    // An interrupt whose reboot takes the host down: the run that asked for it leaves the
+    // package waiting for the new boot.
+    let rebooted = FakeHost::new();
+    rebooted.mkdir(PKG_DIR);
+    rebooted.set_fake_tool("reboot", REBOOT_SHUTS_DOWN);
+    let data = interrupt_data(r#"{"type":"node_restart"}"#);
+    rebooted
+        .interrupt(&data)
+        .run()
+        .assert_killed_by_the_shutdown();
+    assert_eq!(
+        standing(&metrics(&rebooted)),
+        ("reboot-pending".to_owned(), Some(1.0))
+    );
+    rebooted.set_boot_id("99999999-2222-4333-8444-555555555555");
+    rebooted.interrupt(&data).run().assert_success();
+    assert_eq!(
+        standing(&metrics(&rebooted)),
+        ("done".to_owned(), Some(0.0))
+    );
 }
 
 #[test]

@@ -22,6 +22,17 @@ fn status(host: &FakeHost, extra: &[&str]) -> Run {
         .run()
 }
 
+/// `agent reset ROOT ARGS --yes`, which must succeed.
+fn reset(host: &FakeHost, args: &[&str]) {
+    host.agent()
+        .arg("reset")
+        .arg(host.root_str())
+        .args(args)
+        .arg("--yes")
+        .run()
+        .assert_success();
+}
+
 fn json(run: &Run) -> Value {
     serde_json::from_slice(&run.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{run:?}"))
 }
@@ -72,7 +83,7 @@ fn a_completed_package_is_done_and_exits_0() {
 }
 
 #[test]
-fn a_failed_step_is_an_error_with_its_exit_code_log_and_record() {
+fn a_failed_step_is_failed_with_its_exit_code_log_record_and_output() {
     let host = FakeHost::new();
     host.install(&off_host());
     host.run("apply", &[("FAIL_STEPS", "s2.sh")]).assert_code(1);
@@ -89,19 +100,19 @@ fn a_failed_step_is_an_error_with_its_exit_code_log_and_record() {
 
     let run = status(&host, &[]);
     run.assert_code(1);
-    assert_eq!(first_line(&run), "status: error");
-    assert!(run.out().contains("\npackage pkg: error\n"), "{run:?}");
+    assert_eq!(first_line(&run), "status: failed");
+    assert!(run.out().contains("\npackage pkg: failed\n"), "{run:?}");
     let expected = format!(
         "\nerrors:\n  pkg 1.0.0 apply: {step}: exit code 3\n    error: {error}\n    log: {log}\n    \
-         record: /var/lib/skyhook/sk1/results/pkg/1.0.0/apply.json\n"
+         record: /var/lib/skyhook/sk1/results/pkg/1.0.0/apply.json\n    last output:\n"
     );
     assert!(
-        run.out().ends_with(&expected),
-        "expected the output to end with\n{expected}\n{run:?}"
+        run.out().contains(&expected),
+        "expected the output to hold\n{expected}\n{run:?}"
     );
 
     let v = json(&status(&host, &["--format", "json"]));
-    assert_eq!(v["status"], "error");
+    assert_eq!(v["status"], "failed");
     let e = &v["errors"][0];
     assert_eq!(e["package"], "pkg");
     assert_eq!(e["mode"], "apply");
@@ -115,6 +126,142 @@ fn a_failed_step_is_an_error_with_its_exit_code_log_and_record() {
     let run = status(&host, &[]);
     run.assert_success();
     assert_eq!(first_line(&run), "status: done");
+}
+
+/// SPEC §1.5: status shows the last lines of a failed step's output, from the results record,
+/// as `systemctl status` shows the journal's; the JSON carries the same lines.
+#[test]
+fn a_failed_step_shows_the_last_ten_lines_of_its_output() {
+    let host = FakeHost::new();
+    let noisy = "#!/bin/sh\nfor i in $(seq 1 12); do echo \"line $i\"; done\n\
+                 printf 'crlf\\r\\n'\nprintf 'no newline at the end'\nexit 5\n";
+    host.install(
+        &Package::new()
+            .step("apply", Step::new("s1.sh").on_host(false).script(noisy))
+            .step("apply-check", Step::new("s1_check.sh").on_host(false)),
+    );
+    host.stage("apply").assert_code(1);
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    let shown: Vec<String> = (5..=12)
+        .map(|i| format!("line {i}"))
+        .chain(["crlf".to_owned(), "no newline at the end".to_owned()])
+        .collect();
+    let mut expected = String::from("    last output:\n");
+    for line in &shown {
+        expected.push_str("      ");
+        expected.push_str(line);
+        expected.push('\n');
+    }
+    assert!(
+        run.out().ends_with(&expected),
+        "expected the output to end with\n{expected}\n{run:?}"
+    );
+    let v = json(&status(&host, &["--format", "json"]));
+    assert_eq!(
+        v["errors"][0]["last_output"],
+        serde_json::json!(shown),
+        "{v:#}"
+    );
+    assert_eq!(v["errors"][0]["exit_code"], 5, "{v:#}");
+}
+
+/// A run ended by a termination signal failed nothing: `stopped`, exit 0, not an error.
+#[test]
+fn a_run_stopped_by_a_signal_is_stopped_not_an_error() {
+    let host = FakeHost::new();
+    host.install_held_apply("exit 0");
+    let stopped = host.stop_held_apply(host.agent());
+    stopped.assert_code(1);
+    stopped.assert_stderr_contains(crate::util::STOPPED);
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: stopped", "{run:?}");
+    run.assert_stdout_contains(
+        "\npackage pkg: stopped (the last apply was stopped by a termination signal at 20",
+    );
+    run.assert_stdout_contains("; what it completed is kept and the next run resumes)\n");
+    assert!(!run.out().contains("errors:"), "{run:?}");
+    let v = json(&status(&host, &["--format", "json"]));
+    assert_eq!(v["status"], "stopped");
+    assert_eq!(v["states"][0]["packages"][0]["status"], "stopped");
+    assert_eq!(v["errors"], Value::Array(Vec::new()), "{v:#}");
+
+    // The next run resumes and finishes: done.
+    host.stage("apply").assert_success();
+    assert_eq!(first_line(&status(&host, &[])), "status: done");
+}
+
+/// A failure the loop guard decided (SPEC §9.6), then `agent reset` of its operation: the
+/// failure still shows, but as `reset` (not run since), no longer as the loop guard refusing;
+/// the next run settles it.
+#[test]
+fn a_failure_reset_since_reads_reset_until_the_next_run() {
+    require_root!();
+    let host = FakeHost::with_package_dir();
+    host.write_reboot_requested(3);
+    host.interrupt(&crate::util::interrupt_data(crate::util::NODE_RESTART))
+        .run()
+        .assert_code(1)
+        .assert_stderr_contains("reboot requested 3 times but the host never restarted");
+    let refused = status(&host, &[]);
+    refused.assert_code(1);
+    assert_eq!(first_line(&refused), "status: error", "{refused:?}");
+
+    reset(
+        &host,
+        &[
+            "--interrupt",
+            "abc_pkg_1.0.0",
+            "--operation",
+            "node_restart_0",
+        ],
+    );
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert_eq!(first_line(&run), "status: reset", "{run:?}");
+    run.assert_stdout_contains(
+        "\npackage pkg: reset (the last interrupt failed; agent reset at 20",
+    );
+    run.assert_stdout_contains(" since, and it has not run since)\n");
+    run.assert_stdout_contains(
+        "\nerrors:\n  pkg 1.0.0 interrupt: interrupt node_restart: reboot requested 3 times but \
+         the host never restarted",
+    );
+    run.assert_stdout_contains("\n    reset: agent reset at 20");
+    assert!(
+        !run.out().contains("the loop guard refuses another reboot"),
+        "{run:?}"
+    );
+    let v = json(&status(&host, &["--format", "json"]));
+    assert_eq!(v["status"], "reset");
+    assert!(v["errors"][0]["reset_at"].is_string(), "{v:#}");
+
+    // The next run asks for the reboot again: the reset is behind it.
+    host.set_fake_tool("reboot", "kill -TERM $PPID\nsleep 5");
+    host.interrupt(&crate::util::interrupt_data(crate::util::NODE_RESTART))
+        .env("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "1")
+        .run()
+        .assert_code(1);
+    let run = status(&host, &[]);
+    run.assert_success();
+    assert_eq!(first_line(&run), "status: reboot-pending", "{run:?}");
+}
+
+/// A failed stage reset since reads `reset` too; a successful run ends it.
+#[test]
+fn a_failed_stage_reset_since_reads_reset_and_a_success_ends_it() {
+    let host = FakeHost::new();
+    host.install(&off_host());
+    host.run("apply", &[("FAIL_STEPS", "s2.sh")]).assert_code(1);
+    assert_eq!(first_line(&status(&host, &[])), "status: failed");
+    reset(&host, &[crate::util::COPY_DIR, "--stage", "apply"]);
+    let run = status(&host, &[]);
+    run.assert_code(1);
+    assert_eq!(first_line(&run), "status: reset", "{run:?}");
+    run.assert_stdout_contains("\npackage pkg: reset (the last apply failed; agent reset at ");
+    host.stage("apply").assert_success();
+    assert_eq!(first_line(&status(&host, &[])), "status: done");
 }
 
 #[test]

@@ -124,12 +124,12 @@ pub fn man_page() -> String {
         (
             "0",
             "The operation satisfied its policy (including skipped completed work and unknown \
-             modes); for status, not an error.",
+             modes); for status, a verdict that is not failed, reset or error.",
         ),
         (
             "1",
             "An operation failed, a runtime error occurred, or the run was stopped by a signal; \
-             for status, the verdict is error.",
+             for status, the verdict is failed, reset or error; for logs, no such run or log.",
         ),
         ("2", "Malformed arguments."),
     ] {

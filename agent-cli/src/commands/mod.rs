@@ -2,6 +2,7 @@
 
 pub mod completions;
 pub mod interrupts;
+pub mod logs;
 pub mod plan;
 pub mod reset;
 pub mod state;
@@ -19,6 +20,7 @@ pub const NAMES: &[&str] = &[
     "validate",
     "plan",
     "status",
+    "logs",
     "reset",
     #[cfg(feature = "try")]
     "try",
@@ -47,9 +49,13 @@ enum Command {
     Validate(validate::Validate),
     /// Dry run: which steps or interrupt operations a run would run or skip, and why.
     Plan(plan::Plan),
-    /// A verdict (done, running, error, reboot-pending, not-started), then what the agent left
-    /// on a host: versions, markers, checks, interrupts, last runs, errors.
+    /// A verdict (done, running, reboot-pending, stopped, reset, failed, error, not-started),
+    /// then what the agent left on a host: versions, markers, checks, interrupts, last runs,
+    /// errors with the last lines of the failed output.
     Status(status::Status),
+    /// The logs of a package's latest run, or of one step or interrupt operation, as the agent
+    /// wrote them on the host (`--run N` for earlier ones).
+    Logs(logs::Logs),
     /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
     /// --yes) remove its completion markers.
     Reset(reset::Reset),
@@ -99,6 +105,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Command::Validate(args) => validate::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Logs(args) => logs::run(&args),
         Command::Reset(args) => reset::run(&args),
         #[cfg(feature = "try")]
         Command::Try(args) => agent_try::run(&args),

@@ -17,10 +17,10 @@ use super::interrupts::Format;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-The first line is the verdict: `status: done | running | error | reboot-pending | not-started`.
-Then, for each state directory, each package and interrupt resource with its own verdict, and
-last `errors:`: what failed (step, exit code, log file, results record) and state that cannot
-be read.
+The first line is the verdict: `status: done | running | reboot-pending | stopped | reset |
+failed | error | not-started`. Then, for each state directory, each package and interrupt
+resource with its own verdict, and last `errors:`: what failed (step, exit code, log file,
+results record, the last lines of its output) and state that cannot be read.
 
 State directory (as for plan, reset and logs): --state-dir, else SKYHOOK_ROOT_DIR, else every
 directory of the operator's layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>)
@@ -31,8 +31,10 @@ Environment: SKYHOOK_ROOT_DIR, SKYHOOK_LOG_DIR, SKYHOOK_REBOOT_MAX_ATTEMPTS (for
 N`).
 
 Exit codes:
-  0  done, not-started, running or reboot-pending
-  1  error: a run failed, the loop guard will refuse a reboot, or state cannot be read
+  0  done, not-started, running, reboot-pending or stopped (a run stopped by a signal)
+  1  failed (the last run failed), reset (it failed, was reset and has not run since), or
+     error (the loop guard will refuse a reboot, a run ended without recording its result,
+     or state cannot be read)
   2  usage")]
 pub struct Status {
     /// The host root mount (`/` on the node itself, `/root` in an agent pod).
@@ -112,7 +114,7 @@ pub fn run(args: &Status) -> ExitCode {
         render(&report)
     };
     Output::process().print(&text);
-    if report.status == Verdict::Error {
+    if report.status.is_failure() {
         ExitCode::from(EXIT_FAILED)
     } else {
         ExitCode::SUCCESS
@@ -148,10 +150,14 @@ fn render_state(s: &mut String, state: &Found) {
     for p in &r.packages {
         let _ = writeln!(
             s,
-            "\npackage {}: {}{}",
+            "\npackage {}: {}{}{}",
             p.name,
             p.status.as_str(),
-            held(p.lock.as_ref())
+            held(p.lock.as_ref()),
+            p.detail
+                .as_ref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
         );
         match (&p.history_problem, &p.current_version) {
             (Some(problem), _) => {
@@ -322,29 +328,41 @@ fn render_error(s: &mut String, e: &StatusError) {
         head.push(' ');
     }
     let head = head.trim_end().to_owned();
-    let Some(step) = &e.step else {
-        let sep = if head.trim().is_empty() { "" } else { ": " };
-        let _ = writeln!(s, "{head}{sep}{}", e.message);
-        if let Some(record) = &e.record {
-            let _ = writeln!(s, "    record: {record}");
+    match &e.step {
+        None => {
+            let sep = if head.trim().is_empty() { "" } else { ": " };
+            let _ = writeln!(s, "{head}{sep}{}", e.message);
         }
-        return;
-    };
-    let outcome = match (e.exit_code, e.signal) {
-        (Some(c), _) => format!("exit code {c}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        (None, None) => "failed".to_owned(),
-    };
-    if e.mode.as_deref() == Some("interrupt") && e.exit_code.is_none() && e.signal.is_none() {
-        let _ = writeln!(s, "{head}: {step}: {}", e.message);
-    } else {
-        let _ = writeln!(s, "{head}: {step}: {outcome}");
-        let _ = writeln!(s, "    error: {}", e.message);
+        Some(step)
+            if e.mode.as_deref() == Some("interrupt")
+                && e.exit_code.is_none()
+                && e.signal.is_none() =>
+        {
+            let _ = writeln!(s, "{head}: {step}: {}", e.message);
+        }
+        Some(step) => {
+            let outcome = match (e.exit_code, e.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(sig)) => format!("killed by signal {sig}"),
+                (None, None) => "failed".to_owned(),
+            };
+            let _ = writeln!(s, "{head}: {step}: {outcome}");
+            let _ = writeln!(s, "    error: {}", e.message);
+        }
     }
     if let Some(log) = &e.log {
         let _ = writeln!(s, "    log: {log}");
     }
     if let Some(record) = &e.record {
         let _ = writeln!(s, "    record: {record}");
+    }
+    if let Some(at) = &e.reset_at {
+        let _ = writeln!(s, "    reset: agent reset at {at}; not run since");
+    }
+    if !e.last_output.is_empty() {
+        let _ = writeln!(s, "    last output:");
+        for line in &e.last_output {
+            let _ = writeln!(s, "      {line}");
+        }
     }
 }

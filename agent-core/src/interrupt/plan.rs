@@ -230,11 +230,35 @@ pub async fn plan_operations(
     plan_confined(settings, interrupt, None).await
 }
 
+/// [`plan_operations`] that gives up on the kind once its own code has run for `limit`
+/// without handing over an operation (a kind's code is run again here, after a real run: a
+/// run that failed names what it did not get to, and must not hang on it).
+pub async fn plan_operations_within(
+    settings: InterruptSettings,
+    interrupt: &(dyn Interrupt + 'static),
+    limit: Duration,
+) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
+    let limits = worker::Limits {
+        timeout: Some(limit),
+        ..worker::Limits::none()
+    };
+    plan_limited(settings, interrupt, None, &limits).await
+}
+
 /// [`plan_operations`], the kind's thread entering `confine` first (in tests: the spawn trap).
 pub(crate) async fn plan_confined(
     settings: InterruptSettings,
     interrupt: &(dyn Interrupt + 'static),
     confine: Option<Arc<dyn worker::Confine>>,
+) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
+    plan_limited(settings, interrupt, confine, &worker::Limits::none()).await
+}
+
+async fn plan_limited(
+    settings: InterruptSettings,
+    interrupt: &(dyn Interrupt + 'static),
+    confine: Option<Arc<dyn worker::Confine>>,
+    limits: &worker::Limits,
 ) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
     if let Err(e) = validate(interrupt) {
         return (Vec::new(), Err(e));
@@ -250,10 +274,9 @@ pub(crate) async fn plan_confined(
         state: Mutex::new(Planned::default()),
     });
     // As in a run: the kind's code on its own thread, a panic caught.
-    let limits = worker::Limits::none();
-    let result = worker::run_kind(owned, dry.clone(), &limits, confine)
+    let result = worker::run_kind(owned, dry.clone(), limits, confine)
         .await
-        .into_result(type_name, &limits);
+        .into_result(type_name, limits);
     let operations = std::mem::take(&mut dry.state().operations);
     (operations, result)
 }
@@ -286,30 +309,8 @@ pub async fn plan_interrupt(
     interrupt: &(dyn Interrupt + 'static),
     env: Vec<(OsString, OsString)>,
 ) -> Result<InterruptPlan, PlanError> {
-    let markers_dir = crate::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
-    let settings = InterruptSettings {
-        fs: fs.clone(),
-        exec: exec::Config {
-            // A dry run prints nothing itself; the caller renders the plan.
-            output: Output::new(
-                Arc::new(MemorySink::default()),
-                Arc::new(MemorySink::default()),
-            ),
-            cancel: Cancellation::new(),
-            stop_grace: Duration::ZERO,
-            timeout: None,
-            runner: Arc::new(NothingRuns),
-        },
-        resource_id: rid.id.clone(),
-        markers_dir: markers_dir.clone(),
-        log_dir: rt
-            .write_logs
-            .then(|| rt.package_log_dir(&rid.package, &rid.version)),
-        copy_dir: copy_dir.to_path_buf(),
-        base_env: env,
-        reboot_max_attempts: rt.reboot_max_attempts,
-        reboot_wait: REBOOT_WAIT,
-    };
+    let settings = dry_settings(fs, rt, rid, copy_dir, env);
+    let markers_dir = settings.markers_dir.clone();
     let (operations, result) = plan_operations(settings, interrupt).await;
     let mut failure =
         resolv_failure(fs.root(), rt).or_else(|| result.err().map(|e| Chain(&e).to_string()));
@@ -390,6 +391,42 @@ pub async fn plan_interrupt(
         writes,
         failure,
     })
+}
+
+/// The settings of a dry run of resource `rid`'s interrupt: those a run would use, with a
+/// runner that runs nothing and output that goes nowhere.
+pub fn dry_settings(
+    fs: &HostFs,
+    rt: &Runtime,
+    rid: &ResourceId,
+    copy_dir: &Path,
+    env: Vec<(OsString, OsString)>,
+) -> InterruptSettings {
+    let markers_dir = crate::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
+    InterruptSettings {
+        fs: fs.clone(),
+        exec: exec::Config {
+            // A dry run prints nothing itself; the caller renders the plan.
+            output: Output::new(
+                Arc::new(MemorySink::default()),
+                Arc::new(MemorySink::default()),
+            ),
+            cancel: Cancellation::new(),
+            stop_grace: Duration::ZERO,
+            timeout: None,
+            runner: Arc::new(NothingRuns),
+        },
+        resource_id: rid.id.clone(),
+        markers_dir,
+        log_dir: rt
+            .write_logs
+            .then(|| rt.package_log_dir(&rid.package, &rid.version)),
+        copy_dir: copy_dir.to_path_buf(),
+        base_env: env,
+        reboot_max_attempts: rt.reboot_max_attempts,
+        reboot_wait: REBOOT_WAIT,
+        heartbeat: Duration::ZERO,
+    }
 }
 
 /// A plan never runs anything: if an operation reached the runner, refuse it.

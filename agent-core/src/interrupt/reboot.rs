@@ -132,13 +132,27 @@ impl Run {
                 // The reboot is enqueued; the shutdown will stop us. If it does not, fail
                 // (the pending marker stays, so the next run retries or promotes).
                 let cancel = s.exec.cancel.stop.clone();
-                tokio::select! {
-                    () = cancel.cancelled() => {
-                        self.shutdown();
-                        Ok(())
+                let operation = format!("{}_{index}", self.type_name);
+                info!(
+                    operation = %operation,
+                    wait_s = s.reboot_wait.as_secs(),
+                    "reboot requested; waiting for the shutdown to stop the agent"
+                );
+                let wait = async {
+                    tokio::select! {
+                        () = cancel.cancelled() => {
+                            self.shutdown();
+                            Ok(())
+                        }
+                        () = tokio::time::sleep(s.reboot_wait) => {
+                            Err(InterruptError::RebootNotObserved)
+                        }
                     }
-                    () = tokio::time::sleep(s.reboot_wait) => Err(InterruptError::RebootNotObserved),
-                }
+                };
+                exec::with_heartbeat(wait, s.heartbeat, |elapsed| {
+                    reboot_heartbeat(Some(&operation), elapsed);
+                })
+                .await
             }
             termination => Err(InterruptError::CommandFailed {
                 command: command.to_string(),
@@ -178,14 +192,24 @@ fn was_spawned(result: &Result<exec::Outcome, InterruptError>) -> bool {
 /// [`InterruptOutcome::ShutdownInProgress`]: crate::interrupt::runner::InterruptOutcome::ShutdownInProgress
 pub async fn wait_for_host_shutdown(
     cancel: &Cancellation,
-    wait: Duration,
-    grace: Duration,
+    (wait, grace): (Duration, Duration),
+    heartbeat: Duration,
     on_shutdown: impl FnOnce(),
 ) -> InterruptError {
+    let beat = |elapsed: Duration| reboot_heartbeat(None, elapsed);
     if !cancel.is_stopping() {
-        tokio::select! {
-            () = cancel.stop.cancelled() => {}
-            () = tokio::time::sleep(wait) => return InterruptError::RebootNotObserved,
+        info!(
+            wait_s = wait.as_secs(),
+            "reboot requested; waiting for the shutdown to stop the agent"
+        );
+        let signalled = async {
+            tokio::select! {
+                () = cancel.stop.cancelled() => true,
+                () = tokio::time::sleep(wait) => false,
+            }
+        };
+        if !exec::with_heartbeat(signalled, heartbeat, beat).await {
+            return InterruptError::RebootNotObserved;
         }
     }
     on_shutdown();
@@ -193,17 +217,30 @@ pub async fn wait_for_host_shutdown(
         grace = %format!("{}s", format_seconds(Some(grace))),
         "waiting for the host to go down; a second termination signal stops the agent"
     );
-    tokio::select! {
-        () = cancel.force.cancelled() => {
-            warn!("stopped while waiting for the host to go down; the pending marker stays");
+    let down = async {
+        tokio::select! {
+            () = cancel.force.cancelled() => {
+                warn!("stopped while waiting for the host to go down; the pending marker stays");
+            }
+            () = tokio::time::sleep(grace) => {
+                warn!(
+                    grace = %format!("{}s", format_seconds(Some(grace))),
+                    "the host did not go down after the termination signal; the pending marker \
+                     stays and the next run under this boot ID requests the reboot again"
+                );
+            }
         }
-        () = tokio::time::sleep(grace) => {
-            warn!(
-                grace = %format!("{}s", format_seconds(Some(grace))),
-                "the host did not go down after the termination signal; the pending marker stays \
-                 and the next run under this boot ID requests the reboot again"
-            );
-        }
-    }
+    };
+    exec::with_heartbeat(down, heartbeat, beat).await;
     InterruptError::Stopped
+}
+
+/// SPEC §1.5: the heartbeat of a reboot wait, as of a silent step (`operation`: the one that
+/// asked for the reboot, when known).
+fn reboot_heartbeat(operation: Option<&str>, elapsed: Duration) {
+    info!(
+        operation,
+        elapsed_s = elapsed.as_secs(),
+        "waiting for the reboot"
+    );
 }

@@ -40,6 +40,9 @@ pub struct InterruptSettings {
     pub base_env: Vec<(OsString, OsString)>,
     pub reboot_max_attempts: u32,
     pub reboot_wait: Duration,
+    /// SKYHOOK_AGENT_HEARTBEAT_SECONDS: a record every so often while an operation or a
+    /// reboot wait is silent; zero: none.
+    pub heartbeat: Duration,
 }
 
 impl InterruptSettings {
@@ -310,8 +313,19 @@ impl Run {
             timeout: s.timeout_of(command),
             ..s.exec.clone()
         };
-        let result = exec
-            .run(&spec, log.file())
+        let id = format!("{}_{index}", self.type_name);
+        // SPEC §1.5: a record before each operation, and a heartbeat while it runs, as for
+        // steps.
+        info!(operation = %id, command = %text, "operation started");
+        let beat = |elapsed: Duration| {
+            info!(
+                operation = %id,
+                command = %text,
+                elapsed_s = elapsed.as_secs(),
+                "operation running"
+            );
+        };
+        let result = exec::with_heartbeat(exec.run(&spec, log.file()), s.heartbeat, beat)
             .await
             .map_err(|source| InterruptError::Exec {
                 command: text.clone(),
@@ -365,6 +379,7 @@ impl Run {
         // One result line per operation, with the same fields as a step's `step finished`.
         let usage = &outcome.usage;
         info!(
+            operation = %id,
             command = %text,
             result = %outcome.termination,
             duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
@@ -376,8 +391,13 @@ impl Run {
             decision = if succeeded { "succeeded" } else { "failed" },
             "operation finished"
         );
+        let accepted = match policy {
+            CompletionPolicy::OnSuccess => "[0]",
+            CompletionPolicy::AfterReboot => "[0] or SIGTERM",
+        };
         let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field)
-            .with_id(format!("{}_{index}", self.type_name));
+            .with_id(id)
+            .with_accepted(accepted);
         self.push(
             OperationRecord::Ran {
                 command: text,

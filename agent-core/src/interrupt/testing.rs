@@ -177,6 +177,7 @@ impl TestHost {
             base_env: Vec::new(),
             reboot_max_attempts: crate::host::runtime::DEFAULT_REBOOT_MAX_ATTEMPTS,
             reboot_wait: Duration::from_millis(50),
+            heartbeat: Duration::ZERO,
         };
         let host = Self {
             _dir: dir,

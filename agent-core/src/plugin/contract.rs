@@ -355,6 +355,22 @@ pub enum InterruptError {
 }
 
 impl InterruptError {
+    /// Whether the kind's own code is at fault (it panicked, blocked, ran out of time,
+    /// returned its own error, repeated an index, or its payload is invalid), rather than an
+    /// operation, the host's state or a stop.
+    pub fn is_kind_fault(&self) -> bool {
+        matches!(
+            self,
+            Self::Invalid { .. }
+                | Self::Decode(_)
+                | Self::Kind(_)
+                | Self::DuplicateOperation { .. }
+                | Self::KindTimedOut { .. }
+                | Self::KindBlocked { .. }
+                | Self::Panicked { .. }
+        )
+    }
+
     /// A kind's own failure: `InterruptError::kind("no node to drain")`, or any error.
     pub fn kind(error: impl Into<BoxError>) -> Self {
         Self::Kind(error.into())

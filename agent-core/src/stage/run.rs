@@ -490,13 +490,17 @@ async fn run_step(
         decision = if status == Status::Success { "succeeded" } else { "failed" },
         "step finished"
     );
-    report.push(OperationResult::ran(
-        &step.path,
-        decision.reason(),
-        &outcome,
-        status == Status::Success,
-        log_field,
-    ));
+    let accepted = crate::compat::pyrepr::repr_int_list(&step.returncodes);
+    report.push(
+        OperationResult::ran(
+            &step.path,
+            decision.reason(),
+            &outcome,
+            status == Status::Success,
+            log_field,
+        )
+        .with_accepted(&accepted),
+    );
     if outcome.timed_out {
         return Err(StageError::TimedOut {
             path: step.path.clone(),
@@ -507,7 +511,7 @@ async fn run_step(
         return Err(StageError::StepFailed {
             path: step.path.clone(),
             termination: outcome.termination,
-            accepted: crate::compat::pyrepr::repr_int_list(&step.returncodes),
+            accepted,
         });
     }
     Ok(())

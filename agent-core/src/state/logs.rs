@@ -197,6 +197,27 @@ impl LogIndex {
     }
 }
 
+/// The logs of operation `rel` (a step path, or `interrupts/<type>`) under `dir`
+/// (`LOGS/<pkg>/<ver>`), newest first: by the parsed timestamp, then the collision index, as
+/// retention orders them (SPEC §8.10). Host paths; files whose names do not parse as logs of
+/// exactly that operation are left out. `Ok` and empty when there are none.
+pub fn logs_of(fs: &HostFs, dir: &Path, rel: &str) -> Result<Vec<PathBuf>, HostFsError> {
+    let step = StepLogs::new(dir, rel)?;
+    let mut logs = Vec::new();
+    fs.visit_dir(&step.dir, |name| {
+        logs.extend(parse_log_name(&step.base, name));
+    })?;
+    logs.sort_by(|a, b| {
+        (b.nanos(), b.index)
+            .cmp(&(a.nanos(), a.index))
+            .then_with(|| step.name_of(*b).cmp(&step.name_of(*a)))
+    });
+    Ok(logs
+        .into_iter()
+        .map(|log| step.dir.join(step.name_of(log)))
+        .collect())
+}
+
 /// The base names `name` could be a log of: what precedes `-<stamp>.log` or
 /// `-<stamp>-<n>.log` for a stamp of either format. At most one parse per base exists (the
 /// base fixes the rest of the name), so a name is indexed once for each step it belongs to.

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 use crate::state::results::{OperationResult, RunRecord};
+use crate::state::status::{Standing, Verdict};
 
 /// What one interrupt run did, counted for the node's metrics (counted by the interrupt runner).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -71,6 +72,9 @@ pub struct Run<'a> {
     pub finished: SystemTime,
     /// For an interrupt run: its type and what it counted.
     pub interrupt: Option<(&'a str, InterruptTally)>,
+    /// How the run leaves its package ([`standing`](crate::state::status::standing)); `None` leaves the figures of
+    /// the previous run.
+    pub standing: Option<Standing>,
 }
 
 /// The sidecar: everything the `.prom` file is rendered from.
@@ -89,6 +93,14 @@ pub struct PackageMetrics {
     /// Per interrupt type.
     #[serde(default)]
     pub interrupts: BTreeMap<String, InterruptFigures>,
+    /// The package's `agent status` verdict after the last run (`done`, `failed`, ...);
+    /// `None` in sidecars written before it was kept.
+    #[serde(default)]
+    pub verdict: Option<String>,
+    /// After the last run, a reboot an interrupt of the package asked for waited for a new
+    /// boot ID.
+    #[serde(default)]
+    pub reboot_pending: Option<bool>,
 }
 
 /// The last run of one stage.
@@ -286,6 +298,10 @@ impl PackageMetrics {
     pub fn fold(&mut self, run: &Run<'_>) {
         let r = run.record;
         let finished = unix_micros(run.finished);
+        if let Some(standing) = run.standing {
+            self.verdict = Some(standing.verdict.as_str().to_owned());
+            self.reboot_pending = Some(standing.reboot_pending);
+        }
         self.stages.insert(
             r.mode.clone(),
             StageFigures {
@@ -351,6 +367,30 @@ impl PackageMetrics {
             &[("version", agent_version), ("git_sha", git_sha)],
             "1",
         );
+
+        if let Some(verdict) = &self.verdict {
+            let name = "skyhook_agent_status";
+            out.family(
+                name,
+                "gauge",
+                "The package's agent status verdict after its last run: 1 for the verdict \
+                 (done, failed, stopped, reboot-pending, ...), 0 for the others.",
+            );
+            for v in Verdict::ALL {
+                let value = if v.as_str() == verdict { "1" } else { "0" };
+                out.sample(name, &[("package", pkg), ("verdict", v.as_str())], value);
+            }
+        }
+        if let Some(pending) = self.reboot_pending {
+            let name = "skyhook_agent_reboot_pending";
+            out.family(
+                name,
+                "gauge",
+                "1 when, after the package's last run, a reboot one of its interrupts asked for \
+                 waited for a new boot ID, else 0.",
+            );
+            out.sample(name, &[("package", pkg)], if pending { "1" } else { "0" });
+        }
 
         let stage_labels = |stage: &str, s: &StageFigures| {
             vec![

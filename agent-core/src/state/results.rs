@@ -120,6 +120,12 @@ pub struct OperationResult {
     /// `.complete` (the `operation` of a command that ran is its command line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// What counts as success for it, as the error names it: a step's `returncodes`
+    /// (`[0, 3]`), `[0]` for an interrupt command, `[0] or SIGTERM` for one that completes
+    /// after a reboot (the shutdown kills it). Operations that ran a process; `None` in
+    /// records of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<String>,
 }
 
 impl OperationResult {
@@ -166,7 +172,15 @@ impl OperationResult {
             output_tail: Some(String::from_utf8_lossy(&outcome.tail).into_owned()),
             usage: Some(outcome.usage),
             id: None,
+            accepted: None,
         }
+    }
+
+    /// The same, saying what counts as success for it (see [`OperationResult::accepted`]).
+    #[must_use]
+    pub fn with_accepted(mut self, accepted: impl Into<String>) -> Self {
+        self.accepted = Some(accepted.into());
+        self
     }
 
     /// The same, naming the interrupt operation (`<TYPE>_<i>`).

@@ -20,9 +20,11 @@ use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, History, HistoryEntry};
 use crate::state::interrupt_markers;
 use crate::state::locks::{self, Holder};
-use crate::state::results::{self, RunRecord};
+use crate::state::results::{self, RunRecord, RunState};
 
 /// The one-word answer of `agent status`, overall and per package or interrupt resource.
+///
+/// Declared from the mildest to the gravest: [`Verdict::combine`] keeps the gravest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
@@ -30,34 +32,65 @@ pub enum Verdict {
     NotStarted,
     /// The last runs succeeded and nothing waits for a reboot.
     Done,
+    /// The last run was stopped by a termination signal (SPEC §10): what it completed is
+    /// kept and the next run resumes; nothing failed.
+    Stopped,
     /// An interrupt asked for a reboot and waits for a new boot ID.
     RebootPending,
     /// A stage or interrupt holds the lock right now.
     Running,
-    /// The last run failed, or state cannot be read.
+    /// The last run failed, and `agent reset` removed state of it since; nothing has run
+    /// since, so the failure stands until a run says otherwise.
+    Reset,
+    /// The last run failed: a step, a check or an interrupt operation.
+    Failed,
+    /// State cannot be read, a run ended without recording its result, or the reboot loop
+    /// guard will refuse the next reboot.
     Error,
 }
 
 impl Verdict {
+    /// Every verdict, mildest first (the series of the `skyhook_agent_status` metric).
+    pub const ALL: [Verdict; 8] = [
+        Self::NotStarted,
+        Self::Done,
+        Self::Stopped,
+        Self::RebootPending,
+        Self::Running,
+        Self::Reset,
+        Self::Failed,
+        Self::Error,
+    ];
+
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::NotStarted => "not-started",
             Self::Done => "done",
+            Self::Stopped => "stopped",
             Self::RebootPending => "reboot-pending",
             Self::Running => "running",
+            Self::Reset => "reset",
+            Self::Failed => "failed",
             Self::Error => "error",
         }
     }
 
-    /// The host's verdict from its parts: an error anywhere wins (a script must not miss it
-    /// while another package runs), then running, a pending reboot, done.
+    /// Whether `agent status` exits 1 for it: something failed and nothing has succeeded
+    /// since.
+    pub const fn is_failure(self) -> bool {
+        matches!(self, Self::Reset | Self::Failed | Self::Error)
+    }
+
+    /// The host's verdict from its parts: the gravest wins (a script must not miss an error
+    /// or a failure while another package runs), then running, a pending reboot, a stop,
+    /// done.
     pub fn combine(parts: impl IntoIterator<Item = Self>) -> Self {
         parts.into_iter().max().unwrap_or(Self::NotStarted)
     }
 }
 
 /// One thing that failed, from a results record (SPEC §8.12) or from state that cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct StatusError {
     /// The package (or interrupt resource ID) it belongs to; `None` for host-wide state.
     pub package: Option<String>,
@@ -73,6 +106,29 @@ pub struct StatusError {
     pub message: String,
     /// Host path of the results record it comes from.
     pub record: Option<String>,
+    /// The last lines of the failed operation's output (at most [`OUTPUT_LINES`], from the
+    /// results record's 4 KiB tail), as `systemctl status` shows the journal's.
+    pub last_output: Vec<String>,
+    /// When `agent reset` removed state of the failed run since (UTC RFC 3339): it has not
+    /// run since.
+    pub reset_at: Option<String>,
+}
+
+/// How many lines of a failed operation's output `agent status` shows.
+pub const OUTPUT_LINES: usize = 10;
+
+/// The last `n` lines of an operation's output tail: the final newline ends the last line
+/// rather than starting an empty one, and a carriage return before a newline is dropped.
+pub fn last_lines(tail: &str, n: usize) -> Vec<String> {
+    let text = tail.strip_suffix('\n').unwrap_or(tail);
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let lines: Vec<&str> = text.split('\n').collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
+        .collect()
 }
 
 /// Everything `agent status` shows about one STATE directory.
@@ -105,6 +161,8 @@ pub struct HostStatus {
 pub struct PackageStatus {
     pub name: String,
     pub status: Verdict,
+    /// What a `stopped` or `reset` verdict stands for, in words.
+    pub detail: Option<String>,
     /// Who holds `STATE/locks/<pkg>.lock`: a stage of this package is running.
     pub lock: Option<Holder>,
     /// `current-version` of the history file (`uninstalled` after an uninstall).
@@ -118,6 +176,22 @@ pub struct PackageStatus {
     pub interrupts: Vec<InterruptStatus>,
     /// The most recent results record of any version and mode.
     pub last_run: Option<RunRecord>,
+}
+
+impl PackageStatus {
+    /// The package's stage and interrupt runs still recorded (the last of each stage, and of
+    /// the interrupt, per version; `agent reset` records are not runs), newest first, each
+    /// with its version.
+    pub fn runs_newest_first(&self) -> Vec<(&str, &RunRecord)> {
+        let mut runs: Vec<(&str, &RunRecord)> = self
+            .versions
+            .iter()
+            .flat_map(|v| v.runs.iter().map(move |r| (v.version.as_str(), r)))
+            .filter(|(_, r)| r.mode != RESET_MODE)
+            .collect();
+        runs.sort_by_cached_key(|(_, r)| std::cmp::Reverse(sort_time(&r.finished)));
+        runs
+    }
 }
 
 /// Markers and results records of one package version.
@@ -198,6 +272,58 @@ pub fn discover(fs: &HostFs, legacy_state: &Path, legacy_logs: &Path) -> Vec<(Pa
 
 /// Collect the status of every package under STATE.
 pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
+    collect_scoped(fs, rt, Scope::default())
+}
+
+/// What [`collect_scoped`] reads, and as whom.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope<'a> {
+    /// Only this package (and its interrupt resources); every package when `None`.
+    pub package: Option<&'a str>,
+    /// Read as it will read once process `own_pid` (a run finishing, about to release its
+    /// lock) has exited: a lock it holds is not a running agent.
+    pub own_pid: Option<u32>,
+}
+
+/// How a run leaves its package: the verdict `agent status` gives it once the run's process
+/// has exited (a lock it holds does not count), and whether a reboot one of its interrupts
+/// asked for waits for a new boot ID. For the node's metrics.
+pub fn standing(fs: &HostFs, rt: &Runtime, package: &str) -> Standing {
+    let status = collect_scoped(
+        fs,
+        rt,
+        Scope {
+            package: Some(package),
+            own_pid: Some(std::process::id()),
+        },
+    );
+    let found = status.packages.iter().find(|p| p.name == package);
+    Standing {
+        verdict: found.map_or(status.status, |p| p.status),
+        reboot_pending: found.is_some_and(|p| {
+            p.interrupts.iter().flat_map(|i| &i.operations).any(|op| {
+                op.state == "pending"
+                    && op.pending_boot_id.is_some()
+                    && op.pending_boot_id == status.boot_id
+            })
+        }),
+    }
+}
+
+/// See [`standing`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub verdict: Verdict,
+    pub reboot_pending: bool,
+}
+
+/// [`collect`], limited to `scope`.
+pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus {
+    let Scope {
+        package: only,
+        own_pid,
+    } = scope;
+    let wanted = |name: &str| only.is_none_or(|p| p == name);
     let mut problems = Vec::new();
     let state = &rt.state_dir;
     let flags = rt.flags_dir();
@@ -247,7 +373,11 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
     let mut other_interrupts = Vec::new();
     for rid in list(fs, &interrupts_dir, &mut note) {
         let dir = interrupts_dir.join(&rid);
-        if is_temp_name(&rid) || !is_dir(fs, &dir) {
+        let of_package = ResourceId::parse(&rid).ok().map(|r| r.package);
+        if is_temp_name(&rid)
+            || (only.is_some() && of_package.as_deref() != only)
+            || !is_dir(fs, &dir)
+        {
             continue;
         }
         let scope = InterruptScope {
@@ -256,6 +386,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             state_dir: state,
             boot_id: boot_id.as_deref(),
             max_attempts: rt.reboot_max_attempts,
+            own_pid,
         };
         let status = interrupt_status(fs, &scope, &mut note);
         match ResourceId::parse(&rid) {
@@ -287,7 +418,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
                     continue;
                 }
                 let path = locks::interrupt_lock_path(state, rid);
-                if let Some(holder) = lock_holder(fs, &path, &mut note) {
+                if let Some(holder) = lock_holder(fs, &path, own_pid, &mut note) {
                     names.insert(parsed.package.clone());
                     by_package
                         .entry(parsed.package)
@@ -302,7 +433,13 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             }
             None => {
                 if !names.contains(stem)
-                    && lock_holder(fs, &locks::package_lock_path(state, stem), &mut note).is_some()
+                    && lock_holder(
+                        fs,
+                        &locks::package_lock_path(state, stem),
+                        own_pid,
+                        &mut note,
+                    )
+                    .is_some()
                 {
                     names.insert(stem.to_owned());
                 }
@@ -310,6 +447,7 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
         }
     }
 
+    names.retain(|name| wanted(name));
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
@@ -368,8 +506,13 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             });
         }
         let interrupts = by_package.remove(&name).unwrap_or_default();
-        let lock = lock_holder(fs, &locks::package_lock_path(state, &name), &mut note);
-        let live = settle_running(fs, state, &name, &mut version_status, &mut note);
+        let lock = lock_holder(
+            fs,
+            &locks::package_lock_path(state, &name),
+            own_pid,
+            &mut note,
+        );
+        let live = settle_running(fs, (state, own_pid), &name, &mut version_status, &mut note);
         let last_run = version_status
             .iter()
             .flat_map(|v| v.runs.iter())
@@ -383,14 +526,16 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             history.problem.as_deref(),
             &interrupts,
         );
+        let (verdict, detail, failed) = judged;
         let status = if lock.is_some() {
             Verdict::Running
         } else {
-            judged.0
+            verdict
         };
-        errors.extend(judged.1);
+        errors.extend(failed);
         packages.push(PackageStatus {
             status,
+            detail: detail.filter(|_| lock.is_none()),
             lock,
             interrupts,
             current_version: history.current_version,
@@ -413,15 +558,8 @@ pub fn collect(fs: &HostFs, rt: &Runtime) -> HostStatus {
             .chain((!problems.is_empty()).then_some(Verdict::Error)),
     );
     errors.extend(problems.iter().map(|p| StatusError {
-        package: None,
-        version: None,
-        mode: None,
-        step: None,
-        exit_code: None,
-        signal: None,
-        log: None,
         message: format!("cannot read state: {p}"),
-        record: None,
+        ..StatusError::default()
     }));
     HostStatus {
         status,
@@ -455,7 +593,7 @@ fn last_run_mut(versions: &mut [VersionStatus]) -> Option<(&str, &mut RunRecord)
 /// final record could not be written), and it is judged as such.
 fn settle_running(
     fs: &HostFs,
-    state: &Path,
+    (state, own_pid): (&Path, Option<u32>),
     package: &str,
     versions: &mut [VersionStatus],
     note: &mut impl FnMut(&str, &dyn std::fmt::Display),
@@ -470,7 +608,7 @@ fn settle_running(
     } else {
         Some(locks::package_lock_path(state, package))
     };
-    if lock.is_some_and(|lock| lock_holder(fs, &lock, note).is_some()) {
+    if lock.is_some_and(|lock| lock_holder(fs, &lock, own_pid, note).is_some()) {
         return true;
     }
     if is_single_component(&run.mode) {
@@ -485,9 +623,10 @@ fn settle_running(
 /// The mode of an interrupt run's results record.
 const INTERRUPT_MODE: &str = "interrupt";
 
-/// A package's verdict without its lock, and what failed: the most recent stage or interrupt
-/// run (an `agent reset` record is bookkeeping, not a run) unless it is `live` (still
-/// running, see [`settle_running`]), a history that cannot be read, and its interrupt resources.
+/// A package's verdict without its lock, what it stands for (a stop, a reset) and what
+/// failed: the most recent stage or interrupt run (an `agent reset` record is bookkeeping, not
+/// a run) unless it is `live` (still running, see [`settle_running`]), a history that cannot
+/// be read, and its interrupt resources.
 fn judge_package(
     name: &str,
     state: &Path,
@@ -495,46 +634,77 @@ fn judge_package(
     live: bool,
     history_problem: Option<&str>,
     interrupts: &[InterruptStatus],
-) -> (Verdict, Vec<StatusError>) {
+) -> (Verdict, Option<String>, Vec<StatusError>) {
     let mut errors = Vec::new();
+    let mut parts = vec![Verdict::Done];
+    let mut detail = None;
     if let Some(problem) = history_problem {
         errors.push(StatusError {
             package: Some(name.to_owned()),
-            version: None,
-            mode: None,
-            step: None,
-            exit_code: None,
-            signal: None,
-            log: None,
             message: format!("history: {problem}"),
-            record: None,
+            ..StatusError::default()
         });
+        parts.push(Verdict::Error);
     }
     let last = versions
         .iter()
-        .flat_map(|v| v.runs.iter())
-        .filter(|r| r.mode != RESET_MODE)
-        .max_by_key(|r| sort_time(&r.finished));
-    if let Some(run) = last.filter(|r| !live && (r.exit_code != 0 || r.is_running())) {
+        .flat_map(|v| v.runs.iter().map(move |r| (v, r)))
+        .filter(|(_, r)| r.mode != RESET_MODE)
+        .max_by_key(|(_, r)| sort_time(&r.finished));
+    if let Some((version, run)) = last.filter(|_| !live) {
         let record = results::path(state, &run.package, &run.version, &run.mode);
-        errors.extend(run_errors(name, run, &record));
+        if run.is_running() {
+            // SPEC §8.12: no agent holds its lock, so it ended without saying how.
+            errors.extend(run_errors(name, run, &record));
+            parts.push(Verdict::Error);
+        } else if run.result == Some(RunState::Stopped) {
+            detail = Some(format!(
+                "the last {} was stopped by a termination signal at {}; what it completed is \
+                 kept and the next run resumes",
+                run.mode, run.finished
+            ));
+            parts.push(Verdict::Stopped);
+        } else if run.exit_code != 0 {
+            let mut failed = run_errors(name, run, &record);
+            match reset_since(version, run) {
+                Some(reset) => {
+                    detail = Some(format!(
+                        "the last {} failed; agent reset at {} since, and it has not run since",
+                        run.mode, reset.finished
+                    ));
+                    for e in &mut failed {
+                        e.reset_at = Some(reset.finished.clone());
+                    }
+                    parts.push(Verdict::Reset);
+                }
+                None => parts.push(Verdict::Failed),
+            }
+            errors.extend(failed);
+        }
     }
     for i in interrupts {
-        errors.extend(interrupt_errors(i, state));
+        let failed = interrupt_errors(i, state);
+        if !failed.is_empty() {
+            parts.push(Verdict::Error);
+        }
+        errors.extend(failed);
+        // An interrupt's own error was counted above, from its markers.
+        if i.status != Verdict::Error {
+            parts.push(i.status);
+        }
     }
-    let verdict = if !errors.is_empty() {
-        Verdict::Error
-    } else if interrupts.iter().any(|i| i.status == Verdict::Running) {
-        Verdict::Running
-    } else if interrupts
+    (Verdict::combine(parts), detail, errors)
+}
+
+/// The `agent reset` of `version` recorded after the failed `run` (of the same interrupt
+/// resource, for an interrupt run): the failure it followed has not been run again.
+fn reset_since<'v>(version: &'v VersionStatus, run: &RunRecord) -> Option<&'v RunRecord> {
+    version
+        .runs
         .iter()
-        .any(|i| i.status == Verdict::RebootPending)
-    {
-        Verdict::RebootPending
-    } else {
-        Verdict::Done
-    };
-    (verdict, errors)
+        .filter(|r| r.mode == RESET_MODE && sort_time(&r.finished) > sort_time(&run.finished))
+        .filter(|r| run.mode != INTERRUPT_MODE || r.resource_id == run.resource_id)
+        .max_by_key(|r| sort_time(&r.finished))
 }
 
 /// The mode under which `agent reset` records what it removed.
@@ -553,12 +723,9 @@ fn run_errors(package: &str, run: &RunRecord, record: &Path) -> Vec<StatusError>
         package: Some(package.to_owned()),
         version: Some(run.version.clone()),
         mode: Some(run.mode.clone()),
-        step: None,
-        exit_code: None,
-        signal: None,
-        log: None,
         message,
         record: Some(record.display().to_string()),
+        ..StatusError::default()
     };
     let failed: Vec<StatusError> = run
         .operations
@@ -569,6 +736,11 @@ fn run_errors(package: &str, run: &RunRecord, record: &Path) -> Vec<StatusError>
             exit_code: op.exit_code,
             signal: op.signal,
             log: op.log.clone(),
+            last_output: op
+                .output_tail
+                .as_deref()
+                .map(|tail| last_lines(tail, OUTPUT_LINES))
+                .unwrap_or_default(),
             ..base.clone()
         })
         .collect();
@@ -586,18 +758,15 @@ fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
         .filter(|op| operation_failed(op))
         .map(|op| StatusError {
             package: Some(i.resource_id.clone()),
-            version: None,
             mode: Some("interrupt".into()),
             step: Some(op.operation.clone()),
-            exit_code: None,
-            signal: None,
-            log: None,
             message: op.detail.clone(),
             record: Some(
                 interrupt_markers::resource_dir(state, &i.resource_id)
                     .display()
                     .to_string(),
             ),
+            ..StatusError::default()
         })
         .collect()
 }
@@ -651,16 +820,20 @@ fn walk_files(
     }
 }
 
-/// Who holds a lock, noting a lock that cannot be probed.
+/// Who holds a lock, noting a lock that cannot be probed. A holder that is process
+/// `own_pid` does not count (see [`collect_as`]).
 fn lock_holder(
     fs: &HostFs,
     path: &Path,
+    own_pid: Option<u32>,
     note: &mut impl FnMut(&str, &dyn std::fmt::Display),
 ) -> Option<Holder> {
-    locks::holder(fs, path).unwrap_or_else(|e| {
-        note(&format!("lock {}", path.display()), &chain(&e));
-        None
-    })
+    locks::holder(fs, path)
+        .unwrap_or_else(|e| {
+            note(&format!("lock {}", path.display()), &chain(&e));
+            None
+        })
+        .filter(|h| own_pid.is_none() || h.pid != own_pid)
 }
 
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {

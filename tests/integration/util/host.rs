@@ -416,6 +416,20 @@ impl FakeHost {
         );
     }
 
+    /// The markers of a reboot `node_restart_0` of resource `abc_pkg_1.0.0` requested
+    /// `attempts` times under the current boot ID ([`BOOT_ID`]): `attempts` at the loop
+    /// guard's limit makes the next run refuse.
+    pub fn write_reboot_requested(&self, attempts: u32) {
+        self.write(
+            &super::interrupt_marker("node_restart_0.pending"),
+            format!("boot-id:{BOOT_ID}\n"),
+        );
+        self.write(
+            &super::interrupt_marker("node_restart_0.attempts"),
+            format!("boot-id:{BOOT_ID}\nattempts:{attempts}\n"),
+        );
+    }
+
     /// Write the host's boot id (`<ROOT>/proc/sys/kernel/random/boot_id`, newline-terminated).
     pub fn set_boot_id(&self, id: &str) {
         self.write(BOOT_ID_FILE, format!("{id}\n"));

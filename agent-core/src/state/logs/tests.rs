@@ -525,3 +525,47 @@ fn a_log_that_failed_to_write_is_recorded_as_not_written() {
     assert!(matches!(log, OperationLog::Off));
     assert_eq!(off.close("s.sh", &log, None), None);
 }
+
+#[test]
+fn the_logs_of_a_step_are_listed_newest_first_as_retention_orders_them() {
+    let (dir, fs) = host();
+    touch(
+        dir.path(),
+        &[
+            "s1.sh-2026-11-30-102728.000000001.log",
+            "s1.sh-2026-11-30-102728.000000001-2.log",
+            "s1.sh-2026-11-30-102729.log",
+            "s1.sh-2026-11-29-235959.999999999.log",
+            "s1.sh-x-2026-11-30-102730.000000000.log",
+            "s1.sh-2026-11-30-102731.000000000.log.err",
+        ],
+    );
+    let names: Vec<String> = logs_of(&fs, Path::new(LOG_DIR), "s1.sh")
+        .unwrap()
+        .iter()
+        .map(|p| p.strip_prefix(LOG_DIR).unwrap().display().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "s1.sh-2026-11-30-102729.log",
+            "s1.sh-2026-11-30-102728.000000001-2.log",
+            "s1.sh-2026-11-30-102728.000000001.log",
+            "s1.sh-2026-11-29-235959.999999999.log",
+        ]
+    );
+    assert!(
+        logs_of(&fs, Path::new(LOG_DIR), "nope.sh")
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        logs_of(&fs, Path::new("/var/log/none"), "s1.sh")
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        logs_of(&fs, Path::new(LOG_DIR), "../s1.sh"),
+        Err(HostFsError::NotRelative { .. })
+    ));
+}

@@ -49,6 +49,7 @@ fn fold(m: &mut PackageMetrics, r: &RunRecord, result: RunResult) {
         started: at(1_000),
         finished: at(1_002),
         interrupt: None,
+        standing: None,
     });
 }
 
@@ -267,6 +268,7 @@ fn interrupt_counters_accumulate_across_runs() {
             started: at(5),
             finished: at(6),
             interrupt: Some(("node_restart", tally)),
+            standing: None,
         });
     }
     let after = InterruptTally {
@@ -280,6 +282,7 @@ fn interrupt_counters_accumulate_across_runs() {
         started: at(7),
         finished: at(8),
         interrupt: Some(("node_restart", after)),
+        standing: None,
     });
     let scrape = parse(&m.render(("0.1.0", "unknown")));
     let kind = [("interrupt", "node_restart"), ("package", "pkg")];
@@ -357,6 +360,7 @@ fn record_writes_the_file_the_sidecar_and_the_copy_and_reports_what_failed() {
         started: at(1),
         finished: at(2),
         interrupt: None,
+        standing: None,
     };
     let state = Path::new("/state");
     let written = record(&fs, state, Some(Path::new("/textfile")), &run, ("1", "x"));
@@ -394,5 +398,97 @@ fn record_writes_the_file_the_sidecar_and_the_copy_and_reports_what_failed() {
     assert_eq!(
         value(&scrape, "skyhook_agent_stage_runs_total", &ok),
         Some(1.0)
+    );
+}
+
+#[test]
+fn the_verdict_is_one_gauge_per_verdict_and_the_pending_reboot_one_gauge() {
+    let mut m = PackageMetrics {
+        package: "pkg".into(),
+        ..PackageMetrics::default()
+    };
+    let record = run_record("interrupt", "1.0.0", Vec::new());
+    let standing = |verdict, reboot_pending| Standing {
+        verdict,
+        reboot_pending,
+    };
+    m.fold(&Run {
+        record: &record,
+        result: RunResult::Succeeded,
+        started: at(1),
+        finished: at(2),
+        interrupt: Some(("node_restart", InterruptTally::default())),
+        standing: Some(standing(Verdict::RebootPending, true)),
+    });
+    let scrape = parse(&m.render(("0.1.0", "unknown")));
+    for v in Verdict::ALL {
+        let expected = if v == Verdict::RebootPending {
+            1.0
+        } else {
+            0.0
+        };
+        assert_eq!(
+            value(
+                &scrape,
+                "skyhook_agent_status",
+                &[("package", "pkg"), ("verdict", v.as_str())]
+            ),
+            Some(expected),
+            "{v:?}"
+        );
+    }
+    assert_eq!(
+        value(
+            &scrape,
+            "skyhook_agent_reboot_pending",
+            &[("package", "pkg")]
+        ),
+        Some(1.0)
+    );
+
+    // The next run's standing replaces it; one without (a test fold) keeps it.
+    m.fold(&Run {
+        record: &record,
+        result: RunResult::Failed,
+        started: at(3),
+        finished: at(4),
+        interrupt: Some(("node_restart", InterruptTally::default())),
+        standing: Some(standing(Verdict::Failed, false)),
+    });
+    m.fold(&Run {
+        record: &record,
+        result: RunResult::Failed,
+        started: at(5),
+        finished: at(6),
+        interrupt: None,
+        standing: None,
+    });
+    let scrape = parse(&m.render(("0.1.0", "unknown")));
+    let of = |v: &str| {
+        value(
+            &scrape,
+            "skyhook_agent_status",
+            &[("package", "pkg"), ("verdict", v)],
+        )
+    };
+    assert_eq!((of("failed"), of("reboot-pending")), (Some(1.0), Some(0.0)));
+    assert_eq!(
+        value(
+            &scrape,
+            "skyhook_agent_reboot_pending",
+            &[("package", "pkg")]
+        ),
+        Some(0.0)
+    );
+
+    // A sidecar written before the verdict was kept has no such series.
+    let fresh = PackageMetrics {
+        package: "pkg".into(),
+        ..PackageMetrics::default()
+    };
+    assert!(
+        !fresh
+            .render(("0.1.0", "unknown"))
+            .contains("skyhook_agent_status")
     );
 }

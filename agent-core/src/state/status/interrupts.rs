@@ -17,6 +17,8 @@ pub(super) struct InterruptScope<'a> {
     pub(super) state_dir: &'a Path,
     pub(super) boot_id: Option<&'a str>,
     pub(super) max_attempts: u32,
+    /// A lock this process holds does not count (see [`super::collect_as`]).
+    pub(super) own_pid: Option<u32>,
 }
 
 pub(super) fn interrupt_status(
@@ -139,7 +141,12 @@ pub(super) fn interrupt_status(
         };
         operations.push(op);
     }
-    let lock = lock_holder(fs, &locks::interrupt_lock_path(scope.state_dir, rid), note);
+    let lock = lock_holder(
+        fs,
+        &locks::interrupt_lock_path(scope.state_dir, rid),
+        scope.own_pid,
+        note,
+    );
     let status = if lock.is_some() {
         Verdict::Running
     } else if operations.iter().any(operation_failed) {

@@ -9,9 +9,29 @@ fn operations_sort_by_type_then_numeric_index() {
 }
 
 #[test]
-fn an_error_anywhere_wins_then_running() {
-    use Verdict::{Done, Error, NotStarted, RebootPending, Running};
+fn an_error_anywhere_wins_then_a_failure_then_running() {
+    use Verdict::{Done, Error, Failed, NotStarted, RebootPending, Reset, Running, Stopped};
     assert_eq!(Verdict::combine([Done, Running, Error]), Error);
+    assert_eq!(Verdict::combine([Failed, Running, Error]), Error);
+    assert_eq!(Verdict::combine([Reset, Running, Failed]), Failed);
+    assert_eq!(Verdict::combine([Stopped, Running, Reset]), Reset);
+    assert_eq!(Verdict::combine([Stopped, RebootPending]), RebootPending);
+    assert_eq!(Verdict::combine([Done, Stopped]), Stopped);
+    assert!(Error.is_failure() && Failed.is_failure() && Reset.is_failure());
+    assert!(!Stopped.is_failure() && !Running.is_failure() && !RebootPending.is_failure());
+    assert_eq!(
+        Verdict::ALL.map(Verdict::as_str),
+        [
+            "not-started",
+            "done",
+            "stopped",
+            "reboot-pending",
+            "running",
+            "reset",
+            "failed",
+            "error"
+        ]
+    );
     assert_eq!(Verdict::combine([Done, RebootPending, Running]), Running);
     assert_eq!(Verdict::combine([Done, RebootPending]), RebootPending);
     assert_eq!(Verdict::combine([Done]), Done);
@@ -20,6 +40,15 @@ fn an_error_anywhere_wins_then_running() {
         serde_json::to_string(&RebootPending).unwrap(),
         r#""reboot-pending""#
     );
+}
+
+#[test]
+fn the_last_lines_of_an_output_tail() {
+    assert_eq!(last_lines("a\nb\nc\n", 2), ["b", "c"]);
+    assert_eq!(last_lines("a\r\nb", 5), ["a", "b"]);
+    assert_eq!(last_lines("a\n\n", 5), ["a", ""]);
+    assert!(last_lines("", 5).is_empty());
+    assert!(last_lines("\n", 5).is_empty());
 }
 
 #[test]

@@ -1,0 +1,583 @@
+//! `agent logs ROOT`: the logs the agent wrote on a host (SPEC §8.10) of a package's latest
+//! run, or of one step or interrupt operation, without the reader knowing the log layout
+//! (SPEC §1.5), as `journalctl -u` shows a unit's.
+//!
+//! Which run and which files come from their owners: the results records through
+//! [`agent_core::state::status`], the log names through [`agent_core::state::logs`]. Nothing
+//! is written.
+
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_core::exec::Output;
+use agent_core::host::errors::Chain;
+use agent_core::host::fs::HostFs;
+use agent_core::host::identity::{NotAComponent, is_single_component, path_component};
+use agent_core::host::runtime::Runtime;
+use agent_core::state::logs;
+use agent_core::state::results::{self, RunRecord};
+use agent_core::state::status::{self, PackageStatus, Scope};
+use serde::Serialize;
+
+use super::interrupts::Format;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    override_usage = "agent logs [OPTIONS] ROOT_MOUNT [--package NAME] [--step PATH | --operation OPERATION] [--run N]",
+    after_help = "\
+Without --step or --operation: the logs of every step (or the interrupt) that ran in the
+package's latest run, as its results record names them; a step whose log was not written or
+has been removed since shows the last 4 KiB of its output the record keeps.
+
+--run N counts back from the newest, 1 being the newest:
+  with --step or --operation  the Nth newest log of that step or interrupt operation (the
+                              agent keeps the 5 newest of each)
+  otherwise                   the Nth most recent run still recorded (the record of the last
+                              run of each stage, and of the interrupt, of each version)
+
+--operation takes an interrupt operation, <type>_<index> (node_restart_0) or the type alone:
+an interrupt run keeps one log for all its operations, LOGS/<package>/<version>/interrupts/.
+
+--package may be left out when the state directory holds one package; --package-version
+when the package's latest run, or its only version, says which.
+
+State directory (as for status, plan and reset): --state-dir, else SKYHOOK_ROOT_DIR, else the
+one directory of the operator's layout (/var/lib/skyhook/<name>, logs in
+/var/log/skyhook/<name>) that holds state; the `state:` line says which.
+
+Text: a `logs:` line saying what is shown, the `state:` line, then each log after a
+`==> NAME: PATH <==` line, as the agent wrote it. JSON (`--format json`): one document with
+`schema_version`, the package, the run and `logs`, each with its `content` (the last 1 MiB of
+the file; `truncated_bytes` says how much is left out); on failure `{\"error\": {...}}`.
+
+Exit codes:
+  0  the logs were shown
+  1  no such package, run, step or log, or a log cannot be read
+  2  usage: a bad option, a name that is not one path component, several packages or state
+     directories to choose from"
+)]
+pub struct Logs {
+    /// The host root mount (`/` on the node itself, `/root` in an agent pod).
+    root: PathBuf,
+    /// The package (default: the only one with state).
+    #[arg(long, value_name = "NAME", value_parser = package_name)]
+    package: Option<String>,
+    /// The package version (default: that of the package's latest run).
+    #[arg(long, value_name = "VERSION", value_parser = package_version)]
+    package_version: Option<String>,
+    /// A step: its path in config.json.
+    #[arg(long, value_name = "PATH", value_parser = step_path, conflicts_with = "operation")]
+    step: Option<String>,
+    /// An interrupt operation, `<type>_<index>` (e.g. node_restart_0), or its type.
+    #[arg(long, value_name = "OPERATION", value_parser = operation)]
+    operation: Option<String>,
+    /// Which one, counting back from the newest: 1 is the newest (see below).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    run: u32,
+    /// STATE as a host path, instead of SKYHOOK_ROOT_DIR or the one found on the host.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+// SPEC §5: every option that becomes a path component passes the one rule while the command
+// line is parsed, so a bad name is a usage error before anything is read.
+fn package_name(s: &str) -> Result<String, NotAComponent> {
+    path_component("package name", s).map(|()| s.to_owned())
+}
+
+fn package_version(s: &str) -> Result<String, NotAComponent> {
+    path_component("package version", s).map(|()| s.to_owned())
+}
+
+/// A step path: relative, each component one path component (so no `..`).
+fn step_path(s: &str) -> Result<String, String> {
+    if s.split('/').all(is_single_component) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "step path {s:?} must be relative, without empty, `.` or `..` components"
+        ))
+    }
+}
+
+/// `<type>_<index>` or `<type>`: the interrupt type, which names the logs.
+fn operation(s: &str) -> Result<String, NotAComponent> {
+    path_component("operation", s)?;
+    Ok(match s.rsplit_once('_') {
+        Some((kind, i)) if !kind.is_empty() && i.parse::<usize>().is_ok() => kind.to_owned(),
+        _ => s.to_owned(),
+    })
+}
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+
+/// The most of one log `--format json` carries: its end.
+const JSON_CONTENT_BOUND: u64 = 1 << 20;
+
+enum Failure {
+    Usage(String),
+    Failed(String),
+}
+
+/// The answer, as `--format json` prints it.
+#[derive(Debug, Serialize)]
+struct Report {
+    schema_version: u32,
+    /// What is shown, in words (the `logs:` line).
+    showing: String,
+    state_dir: PathBuf,
+    state_source: &'static str,
+    log_dir: PathBuf,
+    package: String,
+    version: String,
+    /// The run the logs come from (without --step or --operation).
+    run: Option<Run>,
+    logs: Vec<Entry>,
+    #[serde(skip)]
+    state_line: String,
+}
+
+/// The run whose logs are shown.
+#[derive(Debug, Serialize)]
+struct Run {
+    mode: String,
+    started: String,
+    finished: String,
+    exit_code: u8,
+    /// `running`, `succeeded`, `failed`, `stopped`; `null` in records of earlier versions.
+    result: Option<results::RunState>,
+    /// Host path of its results record.
+    record: String,
+}
+
+/// One log shown.
+#[derive(Debug, Serialize)]
+struct Entry {
+    /// The step path, or the interrupt operation's command line (`<type>` for one log of an
+    /// interrupt type).
+    operation: String,
+    /// Host path of the log file, when there is one to read.
+    log: Option<String>,
+    /// Why no log is shown, when none is.
+    missing: Option<String>,
+    /// A recorded run's operation: the last 4 KiB of its output, from the results record
+    /// (what the text form shows when there is no log to read).
+    output_tail: Option<String>,
+    /// JSON only: the log's text (its last [`JSON_CONTENT_BOUND`] bytes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<String>,
+    /// JSON only: bytes of the log before `content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncated_bytes: Option<u64>,
+}
+
+pub fn run(args: &Logs) -> ExitCode {
+    let json = args.format == Format::Json;
+    let rt = match Runtime::from_env() {
+        Ok(rt) => rt,
+        Err(e) => return fail(json, &Failure::Failed(e.to_string())),
+    };
+    crate::init_logging(&rt);
+    let fs = HostFs::new(&args.root);
+    match find(&fs, &rt, args) {
+        Ok(mut report) => {
+            let out = Output::process();
+            let shown = if json {
+                report
+                    .logs
+                    .iter_mut()
+                    .try_for_each(|entry| entry.read_tail(&fs))
+                    .map(|()| {
+                        let mut s = serde_json::to_string_pretty(&report).expect("serializes");
+                        s.push('\n');
+                        out.print(&s);
+                    })
+            } else {
+                render(&fs, &mut report, &out)
+            };
+            match shown {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(json, &Failure::Failed(e)),
+            }
+        }
+        Err(f) => fail(json, &f),
+    }
+}
+
+fn fail(json: bool, f: &Failure) -> ExitCode {
+    let (message, code) = match f {
+        Failure::Usage(m) => (m, EXIT_USAGE),
+        Failure::Failed(m) => (m, EXIT_FAILED),
+    };
+    if json {
+        let doc = serde_json::json!({
+            "schema_version": 1,
+            "error": {"message": message, "exit_code": code},
+        });
+        Output::process().print(&format!("{doc:#}\n"));
+    }
+    match f {
+        Failure::Usage(m) => crate::eprint_out(&format!(
+            "error: {m}\n\nFor more information, try 'agent logs --help'.\n"
+        )),
+        Failure::Failed(m) => crate::eprint_out(&format!("agent logs failed: {m}\n")),
+    }
+    ExitCode::from(code)
+}
+
+/// Which logs to show.
+fn find(fs: &HostFs, rt: &Runtime, args: &Logs) -> Result<Report, Failure> {
+    let located =
+        super::state::locate_one(fs, rt, args.state_dir.as_deref()).map_err(Failure::Usage)?;
+    let rt = located.runtime(rt);
+    let status = status::collect_scoped(
+        fs,
+        &rt,
+        Scope {
+            package: args.package.as_deref(),
+            own_pid: None,
+        },
+    );
+    let state = located.state_dir.display();
+    let package = match (&args.package, status.packages.as_slice()) {
+        (Some(name), found) => found.iter().find(|p| &p.name == name).ok_or_else(|| {
+            Failure::Failed(format!("no state of package {name:?} under {state}"))
+        })?,
+        (None, [only]) => only,
+        (None, []) => {
+            return Err(Failure::Failed(format!(
+                "no package state under {state}: nothing has run there"
+            )));
+        }
+        (None, several) => {
+            return Err(Failure::Usage(format!(
+                "several packages have state under {state} ({}); choose one with --package",
+                several
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    };
+    let version = version_of(package, args.package_version.as_deref())?;
+    let log_dir = rt.package_log_dir(&package.name, &version);
+    let n = usize::try_from(args.run).unwrap_or(usize::MAX);
+    let (what, detail, run, entries) = match (&args.step, &args.operation) {
+        (Some(step), _) => one_log(fs, &log_dir, (step, &format!("step {step}")), n)?,
+        (None, Some(kind)) => one_log(
+            fs,
+            &log_dir,
+            (&format!("interrupts/{kind}"), &format!("interrupt {kind}")),
+            n,
+        )?,
+        (None, None) => one_run(&rt, package, args.package_version.as_deref(), n)?,
+    };
+    Ok(Report {
+        schema_version: 1,
+        showing: format!("{what} of package {} {version}: {detail}", package.name),
+        state_dir: located.state_dir.clone(),
+        state_source: located.source,
+        log_dir: rt.log_dir.clone(),
+        package: package.name.clone(),
+        version,
+        run,
+        logs: entries,
+        state_line: located.line(),
+    })
+}
+
+/// `--package-version`, else the version of the package's latest run, else its only version.
+fn version_of(package: &PackageStatus, asked: Option<&str>) -> Result<String, Failure> {
+    if let Some(v) = asked {
+        return Ok(v.to_owned());
+    }
+    if let Some((v, _)) = package.runs_newest_first().first() {
+        return Ok((*v).to_owned());
+    }
+    match package.versions.as_slice() {
+        [only] => Ok(only.version.clone()),
+        [] => Err(Failure::Failed(format!(
+            "package {} has no version with state: nothing has run",
+            package.name
+        ))),
+        several => Err(Failure::Usage(format!(
+            "package {} has several versions and no recorded run says which to show ({}); \
+             choose one with --package-version",
+            package.name,
+            several
+                .iter()
+                .map(|v| v.version.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// What is shown (`step s1.sh`, `run 1`), more about it, the run, the logs.
+type Found = (String, String, Option<Run>, Vec<Entry>);
+
+/// The `n`th newest log of `rel` (a step path, or `interrupts/<type>`) under `log_dir`;
+/// `what` names it (`step s1.sh`, `interrupt node_restart`).
+fn one_log(
+    fs: &HostFs,
+    log_dir: &Path,
+    (rel, what): (&str, &str),
+    n: usize,
+) -> Result<Found, Failure> {
+    let found = logs::logs_of(fs, log_dir, rel).map_err(|e| {
+        Failure::Failed(format!(
+            "listing the logs of {what} in {}: {}",
+            log_dir.display(),
+            Chain(&e)
+        ))
+    })?;
+    let Some(log) = found.get(n - 1) else {
+        return Err(Failure::Failed(if found.is_empty() {
+            format!("no log of {what} in {}", log_dir.display())
+        } else {
+            format!(
+                "--run {n}: {} logs of {what} are kept in {} (the agent keeps the 5 newest)",
+                found.len(),
+                log_dir.display()
+            )
+        }));
+    };
+    let name = rel.strip_prefix("interrupts/").unwrap_or(rel);
+    Ok((
+        what.to_owned(),
+        format!("log {n} of {} kept (newest first)", found.len()),
+        None,
+        vec![Entry::of_file(name, log)],
+    ))
+}
+
+/// The logs of the `n`th most recent run of the package (of `version`, when given).
+fn one_run(
+    rt: &Runtime,
+    package: &PackageStatus,
+    version: Option<&str>,
+    n: usize,
+) -> Result<Found, Failure> {
+    let runs: Vec<(&str, &RunRecord)> = package
+        .runs_newest_first()
+        .into_iter()
+        .filter(|(v, _)| version.is_none_or(|want| want == *v))
+        .collect();
+    let Some((_, record)) = runs.get(n - 1) else {
+        return Err(Failure::Failed(if runs.is_empty() {
+            format!(
+                "no recorded run of package {}{}",
+                package.name,
+                version.map(|v| format!(" {v}")).unwrap_or_default()
+            )
+        } else {
+            format!(
+                "--run {n}: {} runs of package {} are recorded (the last of each stage, and \
+                 of the interrupt)",
+                runs.len(),
+                package.name
+            )
+        }));
+    };
+    let mut entries: Vec<Entry> = Vec::new();
+    for op in record.operations.iter().filter(|op| op.decision == "ran") {
+        // An interrupt run keeps one log for all its operations: shown once.
+        if op.log.is_some() && entries.iter().any(|e| e.log == op.log) {
+            continue;
+        }
+        entries.push(Entry::of_operation(rt, op));
+    }
+    let record_path = results::path(
+        &rt.state_dir,
+        &record.package,
+        &record.version,
+        &record.mode,
+    );
+    let ended = if record.is_running() {
+        format!("{}, started {}, not finished", record.mode, record.started)
+    } else {
+        let result = record
+            .result
+            .map_or_else(String::new, |r| format!(" ({})", state_word(r)));
+        format!(
+            "{}, finished {}, exit {}{result}",
+            record.mode, record.finished, record.exit_code
+        )
+    };
+    Ok((
+        format!("run {n}"),
+        ended,
+        Some(Run {
+            mode: record.mode.clone(),
+            started: record.started.clone(),
+            finished: record.finished.clone(),
+            exit_code: record.exit_code,
+            result: record.result,
+            record: record_path.display().to_string(),
+        }),
+        entries,
+    ))
+}
+
+fn state_word(r: results::RunState) -> &'static str {
+    match r {
+        results::RunState::Running => "running",
+        results::RunState::Succeeded => "succeeded",
+        results::RunState::Failed => "failed",
+        results::RunState::Stopped => "stopped",
+    }
+}
+
+impl Entry {
+    fn of_file(name: &str, log: &Path) -> Self {
+        Self {
+            operation: name.to_owned(),
+            log: Some(log.display().to_string()),
+            missing: None,
+            output_tail: None,
+            content: None,
+            truncated_bytes: None,
+        }
+    }
+
+    /// An operation of a recorded run: its log when the record names one inside LOGS, else
+    /// why not, with the record's tail of its output.
+    fn of_operation(rt: &Runtime, op: &results::OperationResult) -> Self {
+        let missing = match op.log.as_deref() {
+            None => Some("no log: logs were off (SKYHOOK_AGENT_WRITE_LOGS=false)".to_owned()),
+            Some(text) if text.starts_with("not written") => Some(format!("no log: {text}")),
+            // The record is a file on the host: read only logs where the agent writes them.
+            Some(path) if !inside(Path::new(path), &rt.log_dir) => Some(format!(
+                "the record names {path}, which is not under LOGS ({}): not read",
+                rt.log_dir.display()
+            )),
+            Some(_) => None,
+        };
+        Self {
+            operation: op.operation.clone(),
+            log: op.log.clone().filter(|_| missing.is_none()),
+            output_tail: op.output_tail.clone(),
+            missing,
+            content: None,
+            truncated_bytes: None,
+        }
+    }
+
+    /// Open the log (through the rooted lookup: no symbolic links, nothing outside ROOT).
+    /// One that has gone since its run (retention) is noted as such; `None` then, and when
+    /// there is no log to read.
+    fn open(&mut self, fs: &HostFs) -> Result<Option<(String, std::fs::File)>, String> {
+        let Some(path) = self.log.clone() else {
+            return Ok(None);
+        };
+        match fs.open_file(Path::new(&path)) {
+            Ok(Some(file)) => Ok(Some((path, file))),
+            Ok(None) => {
+                self.log = None;
+                self.missing = Some(format!(
+                    "{path} has been removed since (the agent keeps the 5 newest logs of each \
+                     step)"
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(format!("opening {path}: {}", Chain(&e))),
+        }
+    }
+
+    /// JSON: the end of the log, at most [`JSON_CONTENT_BOUND`] bytes.
+    fn read_tail(&mut self, fs: &HostFs) -> Result<(), String> {
+        let Some((path, mut file)) = self.open(fs)? else {
+            return Ok(());
+        };
+        let len = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+        let skip = len.saturating_sub(JSON_CONTENT_BOUND);
+        file.seek(SeekFrom::Start(skip))
+            .map_err(|e| format!("reading {path}: {e}"))?;
+        let mut bytes = Vec::new();
+        file.take(JSON_CONTENT_BOUND)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("reading {path}: {e}"))?;
+        self.content = Some(String::from_utf8_lossy(&bytes).into_owned());
+        self.truncated_bytes = Some(skip);
+        Ok(())
+    }
+}
+
+/// Whether host path `path` is below `dir` (both cleaned, so no `..` climbs out).
+fn inside(path: &Path, dir: &Path) -> bool {
+    match (HostFs::clean(path), HostFs::clean(dir)) {
+        (Ok(p), Ok(d)) => p.starts_with(&d) && p != d,
+        _ => false,
+    }
+}
+
+/// The text form: what is shown, the state line, then each log as the agent wrote it,
+/// streamed (a log of any size takes no more memory than a buffer).
+fn render(fs: &HostFs, report: &mut Report, out: &Output) -> Result<(), String> {
+    let write = |bytes: &[u8]| {
+        // SPEC §10: a closed stdout (`agent logs … | head`) ends the output, not the agent.
+        let _ = out.stdout.write_all(bytes);
+    };
+    write(format!("logs: {}\n{}\n", report.showing, report.state_line).as_bytes());
+    if let Some(run) = &report.run {
+        write(format!("record: {}\n", run.record).as_bytes());
+    }
+    match &report.run {
+        _ if !report.logs.is_empty() => {}
+        Some(run) if run.result == Some(results::RunState::Running) => write(
+            b"\nthe run has not recorded its steps yet (it is running, or it ended without \
+              recording its result): --step PATH shows a step's newest log\n",
+        ),
+        _ => write(b"\nno step or operation of this run ran a process: there is no log\n"),
+    }
+    for entry in &mut report.logs {
+        if let Some((path, mut file)) = entry.open(fs)? {
+            write(format!("\n==> {}: {path} <==\n", entry.operation).as_bytes());
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut last = b'\n';
+            loop {
+                let n = file
+                    .read(&mut buf)
+                    .map_err(|e| format!("reading {path}: {e}"))?;
+                if n == 0 {
+                    break;
+                }
+                write(&buf[..n]);
+                last = buf[n - 1];
+            }
+            if last != b'\n' {
+                write(b"\n");
+            }
+            continue;
+        }
+        let why = entry.missing.as_deref().unwrap_or("no log");
+        match entry.output_tail.as_deref().filter(|t| !t.is_empty()) {
+            Some(tail) => {
+                write(
+                    format!(
+                        "\n==> {}: {why}; the last 4 KiB of its output, from the results record \
+                         <==\n",
+                        entry.operation
+                    )
+                    .as_bytes(),
+                );
+                write(tail.as_bytes());
+                if !tail.ends_with('\n') {
+                    write(b"\n");
+                }
+            }
+            None => write(format!("\n==> {}: {why} <==\n", entry.operation).as_bytes()),
+        }
+    }
+    Ok(())
+}
