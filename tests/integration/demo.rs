@@ -604,18 +604,34 @@ fn make_root_gives_stand_ins_for_the_commands_that_act_on_a_machine() {
             "make-root.sh --tools {tools}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        for name in ["reboot", "halt", "poweroff", "shutdown", "systemctl", "service"] {
+        for name in [
+            "reboot",
+            "halt",
+            "poweroff",
+            "shutdown",
+            "systemctl",
+            "service",
+        ] {
             let path = dir.join("bin").join(name);
             let meta = fs::symlink_metadata(&path)
                 .unwrap_or_else(|e| panic!("--tools {tools}: {}: {e}", path.display()));
-            assert!(meta.is_file(), "--tools {tools}: {name} is not a regular file");
-            assert!(meta.mode() & 0o111 != 0, "--tools {tools}: {name} is not executable");
+            assert!(
+                meta.is_file(),
+                "--tools {tools}: {name} is not a regular file"
+            );
+            assert!(
+                meta.mode() & 0o111 != 0,
+                "--tools {tools}: {name} is not executable"
+            );
             let text = fs::read_to_string(&path).unwrap();
             assert!(
                 text.starts_with("#!/bin/sh\n") && text.contains("stand-in"),
                 "--tools {tools}: {name} is not a stand-in:\n{text}"
             );
-            assert!(!text.contains("busybox"), "--tools {tools}: {name}:\n{text}");
+            assert!(
+                !text.contains("busybox"),
+                "--tools {tools}: {name}:\n{text}"
+            );
         }
     }
 }
