@@ -323,7 +323,6 @@ pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus
         package: only,
         own_pid,
     } = scope;
-    let wanted = |name: &str| only.is_none_or(|p| p == name);
     let mut problems = Vec::new();
     let state = &rt.state_dir;
     let flags = rt.flags_dir();
@@ -349,202 +348,25 @@ pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus
     let flag_entries = list(fs, &flags, &mut note);
     let all_checked = state_flags::all_checked_modes(&flag_entries);
 
-    // Packages: step marker directories, history files, results records, interrupt resources.
-    let mut names: BTreeSet<String> = BTreeSet::new();
-    for name in &flag_entries {
-        if !is_temp_name(name) && is_dir(fs, &flags.join(name)) {
-            names.insert(name.clone());
-        }
-    }
-    let history_dir = state.join("history");
-    for name in list(fs, &history_dir, &mut note) {
-        if let Some(pkg) = name.strip_suffix(".json").filter(|_| !is_temp_name(&name)) {
-            names.insert(pkg.to_owned());
-        }
-    }
-    let results_dir = state.join("results");
-    for name in list(fs, &results_dir, &mut note) {
-        if is_dir(fs, &results_dir.join(&name)) {
-            names.insert(name);
-        }
-    }
-    let interrupts_dir = interrupt_markers::resources_dir(state);
-    let mut by_package: BTreeMap<String, Vec<InterruptStatus>> = BTreeMap::new();
-    let mut other_interrupts = Vec::new();
-    for rid in list(fs, &interrupts_dir, &mut note) {
-        let dir = interrupts_dir.join(&rid);
-        let of_package = ResourceId::parse(&rid).ok().map(|r| r.package);
-        if is_temp_name(&rid)
-            || (only.is_some() && of_package.as_deref() != only)
-            || !is_dir(fs, &dir)
-        {
-            continue;
-        }
-        let scope = InterruptScope {
-            dir: &dir,
-            rid: &rid,
-            state_dir: state,
-            boot_id: boot_id.as_deref(),
-            max_attempts: rt.reboot_max_attempts,
-            own_pid,
-        };
-        let status = interrupt_status(fs, &scope, &mut note);
-        match ResourceId::parse(&rid) {
-            Ok(parsed) => {
-                names.insert(parsed.package.clone());
-                by_package.entry(parsed.package).or_default().push(status);
-            }
-            Err(_) => other_interrupts.push(status),
-        }
-    }
+    let mut names = package_names(fs, rt, &flag_entries, &mut note);
+    let found = Found {
+        fs,
+        rt,
+        only,
+        own_pid,
+        boot_id: boot_id.as_deref(),
+    };
+    let (mut by_package, other_interrupts) = found.interrupts(&mut names, &mut note);
+    found.held_locks(&mut names, &mut by_package, &other_interrupts, &mut note);
 
-    // A stage or interrupt that holds its lock before it wrote any state is still shown.
-    let locks_dir = state.join("locks");
-    for name in list(fs, &locks_dir, &mut note) {
-        let Some(stem) = name.strip_suffix(".lock").filter(|_| !is_temp_name(&name)) else {
-            continue;
-        };
-        match stem.strip_prefix("interrupt-") {
-            Some(rid) => {
-                let known = by_package
-                    .values()
-                    .chain(std::iter::once(&other_interrupts))
-                    .flatten()
-                    .any(|i| i.resource_id == rid);
-                let Ok(parsed) = ResourceId::parse(rid) else {
-                    continue;
-                };
-                if known {
-                    continue;
-                }
-                let path = locks::interrupt_lock_path(state, rid);
-                if let Some(holder) = lock_holder(fs, &path, own_pid, &mut note) {
-                    names.insert(parsed.package.clone());
-                    by_package
-                        .entry(parsed.package)
-                        .or_default()
-                        .push(InterruptStatus {
-                            resource_id: rid.to_owned(),
-                            status: Verdict::Running,
-                            lock: Some(holder),
-                            operations: Vec::new(),
-                        });
-                }
-            }
-            None => {
-                if !names.contains(stem)
-                    && lock_holder(
-                        fs,
-                        &locks::package_lock_path(state, stem),
-                        own_pid,
-                        &mut note,
-                    )
-                    .is_some()
-                {
-                    names.insert(stem.to_owned());
-                }
-            }
-        }
-    }
-
-    names.retain(|name| wanted(name));
+    names.retain(|name| only.is_none_or(|p| p == name));
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
-        let history = match history::inspect(fs, &rt.history_file(&name)) {
-            Ok(h) => h,
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("history of {name}"), &reason);
-                History {
-                    problem: Some(format!("the history file cannot be read: {reason}")),
-                    ..History::default()
-                }
-            }
-        };
-        let mut versions: BTreeSet<String> = BTreeSet::new();
-        for dir in [flags.join(&name), results_dir.join(&name)] {
-            for v in list(fs, &dir, &mut note) {
-                if !is_temp_name(&v) && is_dir(fs, &dir.join(&v)) {
-                    versions.insert(v);
-                }
-            }
-        }
-        let mut version_status = Vec::new();
-        for version in versions {
-            let mut markers = Vec::new();
-            walk_files(
-                fs,
-                &rt.package_flags_dir(&name, &version),
-                "",
-                &mut markers,
-                &mut note,
-            );
-            let runs_dir = results_dir.join(&name).join(&version);
-            let mut runs = Vec::new();
-            for file in list(fs, &runs_dir, &mut note) {
-                let Some(mode) = file.strip_suffix(".json") else {
-                    continue;
-                };
-                if is_temp_name(&file) {
-                    continue;
-                }
-                match results::read(fs, &results::path(state, &name, &version, mode)) {
-                    Ok(Some(record)) => runs.push(record),
-                    Ok(None) => {}
-                    Err(e) => note(
-                        &format!("results record {file}"),
-                        &crate::host::errors::Chain(&e),
-                    ),
-                }
-            }
-            runs.sort_by_cached_key(|r| sort_time(&r.finished));
-            version_status.push(VersionStatus {
-                version,
-                markers,
-                runs,
-            });
-        }
         let interrupts = by_package.remove(&name).unwrap_or_default();
-        let lock = lock_holder(
-            fs,
-            &locks::package_lock_path(state, &name),
-            own_pid,
-            &mut note,
-        );
-        let live = settle_running(fs, (state, own_pid), &name, &mut version_status, &mut note);
-        let last_run = version_status
-            .iter()
-            .flat_map(|v| v.runs.iter())
-            .max_by_key(|r| sort_time(&r.finished))
-            .cloned();
-        let judged = judge_package(
-            &name,
-            state,
-            &version_status,
-            live,
-            history.problem.as_deref(),
-            &interrupts,
-        );
-        let (verdict, detail, failed) = judged;
-        let status = if lock.is_some() {
-            Verdict::Running
-        } else {
-            verdict
-        };
+        let (package, failed) = found.package(name, interrupts, &mut note);
         errors.extend(failed);
-        packages.push(PackageStatus {
-            status,
-            detail: detail.filter(|_| lock.is_none()),
-            lock,
-            interrupts,
-            current_version: history.current_version,
-            history: history.entries,
-            history_problem: history.problem,
-            versions: version_status,
-            last_run,
-            name,
-        });
+        packages.push(package);
     }
 
     for other in &other_interrupts {
@@ -573,6 +395,256 @@ pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus
         packages,
         other_interrupts,
         problems,
+    }
+}
+
+/// The packages STATE knows: step marker directories, history files, results records (the
+/// interrupt resources and held locks add theirs).
+fn package_names(
+    fs: &HostFs,
+    rt: &Runtime,
+    flag_entries: &[String],
+    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+) -> BTreeSet<String> {
+    let (state, flags) = (&rt.state_dir, rt.flags_dir());
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for name in flag_entries {
+        if !is_temp_name(name) && is_dir(fs, &flags.join(name)) {
+            names.insert(name.clone());
+        }
+    }
+    let history_dir = state.join("history");
+    for name in list(fs, &history_dir, note) {
+        if let Some(pkg) = name.strip_suffix(".json").filter(|_| !is_temp_name(&name)) {
+            names.insert(pkg.to_owned());
+        }
+    }
+    let results_dir = state.join("results");
+    for name in list(fs, &results_dir, note) {
+        if is_dir(fs, &results_dir.join(&name)) {
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// What the walk over STATE needs at every step.
+struct Found<'a> {
+    fs: &'a HostFs,
+    rt: &'a Runtime,
+    /// `--package`: only this package.
+    only: Option<&'a str>,
+    own_pid: Option<u32>,
+    boot_id: Option<&'a str>,
+}
+
+/// Interrupt resources by package, and those whose resource ID names no package.
+type Interrupts = (BTreeMap<String, Vec<InterruptStatus>>, Vec<InterruptStatus>);
+
+impl Found<'_> {
+    /// Every interrupt resource's markers, by package.
+    fn interrupts(
+        &self,
+        names: &mut BTreeSet<String>,
+        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    ) -> Interrupts {
+        let Found {
+            fs,
+            rt,
+            only,
+            own_pid,
+            boot_id,
+        } = *self;
+        let state = &rt.state_dir;
+        let interrupts_dir = interrupt_markers::resources_dir(state);
+        let mut by_package: BTreeMap<String, Vec<InterruptStatus>> = BTreeMap::new();
+        let mut other_interrupts = Vec::new();
+        for rid in list(fs, &interrupts_dir, note) {
+            let dir = interrupts_dir.join(&rid);
+            let of_package = ResourceId::parse(&rid).ok().map(|r| r.package);
+            if is_temp_name(&rid)
+                || (only.is_some() && of_package.as_deref() != only)
+                || !is_dir(fs, &dir)
+            {
+                continue;
+            }
+            let scope = InterruptScope {
+                dir: &dir,
+                rid: &rid,
+                state_dir: state,
+                boot_id,
+                max_attempts: rt.reboot_max_attempts,
+                own_pid,
+            };
+            let status = interrupt_status(fs, &scope, note);
+            match ResourceId::parse(&rid) {
+                Ok(parsed) => {
+                    names.insert(parsed.package.clone());
+                    by_package.entry(parsed.package).or_default().push(status);
+                }
+                Err(_) => other_interrupts.push(status),
+            }
+        }
+
+        (by_package, other_interrupts)
+    }
+
+    /// A stage or interrupt that holds its lock before it wrote any state is still shown.
+    fn held_locks(
+        &self,
+        names: &mut BTreeSet<String>,
+        by_package: &mut BTreeMap<String, Vec<InterruptStatus>>,
+        other_interrupts: &[InterruptStatus],
+        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    ) {
+        let Found {
+            fs, rt, own_pid, ..
+        } = *self;
+        let state = &rt.state_dir;
+        let locks_dir = state.join("locks");
+        for name in list(fs, &locks_dir, note) {
+            let Some(stem) = name.strip_suffix(".lock").filter(|_| !is_temp_name(&name)) else {
+                continue;
+            };
+            match stem.strip_prefix("interrupt-") {
+                Some(rid) => {
+                    let known = by_package
+                        .values()
+                        .flatten()
+                        .chain(other_interrupts)
+                        .any(|i| i.resource_id == rid);
+                    let Ok(parsed) = ResourceId::parse(rid) else {
+                        continue;
+                    };
+                    if known {
+                        continue;
+                    }
+                    let path = locks::interrupt_lock_path(state, rid);
+                    if let Some(holder) = lock_holder(fs, &path, own_pid, note) {
+                        names.insert(parsed.package.clone());
+                        by_package
+                            .entry(parsed.package)
+                            .or_default()
+                            .push(InterruptStatus {
+                                resource_id: rid.to_owned(),
+                                status: Verdict::Running,
+                                lock: Some(holder),
+                                operations: Vec::new(),
+                            });
+                    }
+                }
+                None => {
+                    if !names.contains(stem)
+                        && lock_holder(fs, &locks::package_lock_path(state, stem), own_pid, note)
+                            .is_some()
+                    {
+                        names.insert(stem.to_owned());
+                    }
+                }
+            }
+        }
+    }
+
+    /// One package: its history, versions, markers, runs, lock and verdict, and its errors.
+    fn package(
+        &self,
+        name: String,
+        interrupts: Vec<InterruptStatus>,
+        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    ) -> (PackageStatus, Vec<StatusError>) {
+        let Found {
+            fs, rt, own_pid, ..
+        } = *self;
+        let state = &rt.state_dir;
+        let (flags, results_dir) = (rt.flags_dir(), state.join("results"));
+        let history = match history::inspect(fs, &rt.history_file(&name)) {
+            Ok(h) => h,
+            Err(e) => {
+                let reason = chain(&e);
+                note(&format!("history of {name}"), &reason);
+                History {
+                    problem: Some(format!("the history file cannot be read: {reason}")),
+                    ..History::default()
+                }
+            }
+        };
+        let mut versions: BTreeSet<String> = BTreeSet::new();
+        for dir in [flags.join(&name), results_dir.join(&name)] {
+            for v in list(fs, &dir, note) {
+                if !is_temp_name(&v) && is_dir(fs, &dir.join(&v)) {
+                    versions.insert(v);
+                }
+            }
+        }
+        let mut version_status = Vec::new();
+        for version in versions {
+            let mut markers = Vec::new();
+            walk_files(
+                fs,
+                &rt.package_flags_dir(&name, &version),
+                "",
+                &mut markers,
+                note,
+            );
+            let runs_dir = results_dir.join(&name).join(&version);
+            let mut runs = Vec::new();
+            for file in list(fs, &runs_dir, note) {
+                let Some(mode) = file.strip_suffix(".json") else {
+                    continue;
+                };
+                if is_temp_name(&file) {
+                    continue;
+                }
+                match results::read(fs, &results::path(state, &name, &version, mode)) {
+                    Ok(Some(record)) => runs.push(record),
+                    Ok(None) => {}
+                    Err(e) => note(
+                        &format!("results record {file}"),
+                        &crate::host::errors::Chain(&e),
+                    ),
+                }
+            }
+            runs.sort_by_cached_key(|r| sort_time(&r.finished));
+            version_status.push(VersionStatus {
+                version,
+                markers,
+                runs,
+            });
+        }
+        let lock = lock_holder(fs, &locks::package_lock_path(state, &name), own_pid, note);
+        let live = settle_running(fs, (state, own_pid), &name, &mut version_status, note);
+        let last_run = version_status
+            .iter()
+            .flat_map(|v| v.runs.iter())
+            .max_by_key(|r| sort_time(&r.finished))
+            .cloned();
+        let judged = judge_package(
+            &name,
+            state,
+            &version_status,
+            live,
+            history.problem.as_deref(),
+            &interrupts,
+        );
+        let (verdict, detail, failed) = judged;
+        let status = if lock.is_some() {
+            Verdict::Running
+        } else {
+            verdict
+        };
+        let package = PackageStatus {
+            status,
+            detail: detail.filter(|_| lock.is_none()),
+            lock,
+            interrupts,
+            current_version: history.current_version,
+            history: history.entries,
+            history_problem: history.problem,
+            versions: version_status,
+            last_run,
+            name,
+        };
+        (package, failed)
     }
 }
 
