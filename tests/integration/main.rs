@@ -58,6 +58,7 @@ mod replay;
 mod reset;
 mod results;
 mod rooted;
+mod schemas;
 mod security;
 mod signals;
 mod stage_apply;
