@@ -70,3 +70,4 @@ mod try_example;
 mod try_isolation;
 mod try_safety;
 mod try_stops;
+mod verbosity;
