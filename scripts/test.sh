@@ -4,7 +4,8 @@
 #   1. prerequisites: a static busybox (the integration tests build fake host roots from it),
 #      python3 (the CPython repr the legacy marker names depend on), strace (stops an agent at a
 #      chosen system call), gcc with a static libc (a C step of the try isolation test), podman
-#      and runc (the container suite), unshare (user namespaces, below), rustfmt and clippy. Run as root with
+#      and runc (the container suite), unshare (user namespaces, below), groff (the check of
+#      docs/agent.1), rustfmt and clippy. Run as root with
 #      apt-get available, it installs what is missing; otherwise it stops at once, naming it.
 #      cargo-deny and cargo-cyclonedx (the SBOM of the image), at the versions below, with
 #      `cargo install --locked` when missing. Then `cargo fetch --locked`: every crate the lock
@@ -53,6 +54,8 @@ missing_packages() {
     command -v podman >/dev/null || need+=(podman)
     command -v runc >/dev/null || need+=(runc)
     command -v unshare >/dev/null || need+=(util-linux)
+    # The manual page is checked with `groff -man -ww` (tests/integration/completions.rs).
+    command -v groff >/dev/null || need+=(groff-base)
     [ ${#need[@]} -eq 0 ] || printf '%s\n' "${need[@]}"
 }
 

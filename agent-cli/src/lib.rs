@@ -4,12 +4,20 @@
 //! `agent_cli::main_with_kinds!(gpu_reset::GpuReset);` (or [`Agent`]), so a kind that is not
 //! linked is a compile error.
 
+mod cli;
 mod commands;
 mod logfmt;
+mod logging;
 mod metrics;
+mod output;
 mod request;
 mod signals;
 mod summary;
+#[cfg(feature = "try")]
+mod try_;
+mod version;
+
+pub use version::{GIT_SHA, version};
 
 // Links the built-in interrupt kinds: their registrations are dropped unless the crate is named.
 #[allow(unused_imports)]
@@ -29,7 +37,7 @@ use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::identity::ResourceId;
 use agent_core::host::preflight;
-use agent_core::host::runtime::{LogFormat, Runtime};
+use agent_core::host::runtime::Runtime;
 use agent_core::interrupt::runner::{self as interrupts, InterruptOutcome, InterruptSettings};
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::Mode;
@@ -41,30 +49,9 @@ use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
-use crate::request::{HelpTopic, Request, USAGE};
-
-/// The version embedded at build time (SPEC §1.3): `AGENT_VERSION` (the crate version when
-/// unset); when it is set but empty, the embedded [`GIT_SHA`] (which may be `unknown`).
-pub fn version() -> &'static str {
-    match option_env!("AGENT_VERSION") {
-        None => env!("CARGO_PKG_VERSION"),
-        Some(v) if !v.is_empty() => v,
-        Some(_) => GIT_SHA,
-    }
-}
-
-/// The commit the binary was built from, `-dirty` when its tracked sources differed from it:
-/// `GIT_SHA` at build time, else the git checkout it was built in, else `unknown`
-/// (agent-cli/build/commit.rs).
-pub const GIT_SHA: &str = env!("AGENT_GIT_SHA");
-
-/// `agent --version` (SPEC §1.3): the version alone on stdout, which scripts read; the commit
-/// on stderr, for the person reading both.
-pub(crate) fn print_version() -> ExitCode {
-    println_out(&format!("{}\n", version()));
-    eprint_out(&format!("commit {GIT_SHA}\n"));
-    ExitCode::SUCCESS
-}
+use crate::cli::Verbosity;
+use crate::output::eprint;
+use crate::request::{HelpTopic, Request};
 
 /// Exit codes of SPEC §1.2.
 const EXIT_FAILED: u8 = 1;
@@ -130,7 +117,7 @@ impl Agent {
     pub fn run(self, args: Vec<OsString>) -> ExitCode {
         for k in &self.kinds {
             if !(k.registered)() {
-                eprint_out(&format!(
+                eprint(&format!(
                     "agent: interrupt kind {} (type {:?}) is named by this binary but not \
                      registered in it: declare it with #[agent_core::interrupt]\n",
                     k.rust_type, k.type_name
@@ -148,68 +135,73 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     // example does not decode back to itself is declared wrong, but it does not stop the
     // agent: `interrupts list` names it, and only its payloads are refused.
     if let Err(e) = agent_core::plugin::registry::check_unique() {
-        eprint_out(&format!("agent: {e}\n"));
+        eprint(&format!("agent: {e}\n"));
         return ExitCode::from(EXIT_FAILED);
     }
-    if args
+    #[cfg(feature = "try")]
+    if let Some(code) = try_::internal(&args) {
+        return code;
+    }
+    let (verbosity, rest) = match request::leading_verbosity(&args) {
+        Ok(found) => found,
+        Err(e) => return usage_error(&e),
+    };
+    if rest
         .first()
         .and_then(|a| a.to_str())
-        .is_some_and(|a| commands::NAMES.contains(&a))
+        .is_some_and(cli::is_subcommand)
     {
         return commands::run(args);
     }
-    let request = match request::parse(args) {
+    let request = match request::parse(rest.to_vec()) {
         Ok(r) => r,
-        Err(e) => {
-            eprint_out(&format!("agent: {e}\n\n{USAGE}"));
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(e) => return usage_error(&e),
     };
     match request {
-        Request::Version => print_version(),
-        Request::Help(None) => {
-            println_out(USAGE);
+        Request::Version => output::print_version(),
+        Request::Help(topic) => {
+            let topic = match &topic {
+                None => None,
+                Some(HelpTopic::Mode(name) | HelpTopic::Subcommand(name)) => Some(name.as_str()),
+            };
+            output::print(&cli::help(topic.as_slice()));
             ExitCode::SUCCESS
-        }
-        Request::Help(Some(HelpTopic::Mode(mode))) => {
-            println_out(&request::mode_help(&mode));
-            ExitCode::SUCCESS
-        }
-        Request::Help(Some(HelpTopic::Subcommand(name))) => {
-            commands::run(vec![name.into(), "--help".into()])
         }
         Request::Stage {
             mode,
             root,
             copy_dir,
-        } => operator(&mode, &root, &copy_dir, None),
+        } => operator(&mode, &root, &copy_dir, None, verbosity),
         Request::Interrupt {
             root,
             copy_dir,
             data,
-        } => operator("interrupt", &root, &copy_dir, Some(&data)),
+        } => operator("interrupt", &root, &copy_dir, Some(&data), verbosity),
     }
 }
 
-fn println_out(text: &str) {
-    Output::process().print(text);
-}
-
-/// `eprint!` that never panics: SPEC §10, a closed stderr must not stop the agent.
-pub(crate) fn eprint_out(text: &str) {
-    Output::process().eprint(text);
+/// SPEC §1.1: a malformed operator form: the message and the usage on stderr, exit 2.
+fn usage_error(e: &request::UsageError) -> ExitCode {
+    eprint(&cli::usage_error(&[], &e.to_string()));
+    ExitCode::from(EXIT_USAGE)
 }
 
 /// An operator invocation: a stage MODE (known or not) or `interrupt`.
-fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> ExitCode {
+fn operator(
+    mode: &str,
+    root: &Path,
+    copy_dir: &Path,
+    data: Option<&str>,
+    verbosity: Verbosity,
+) -> ExitCode {
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
         Err(e) => {
-            eprint_out(&format!("agent execution failed: {e}\n"));
+            eprint(&format!("agent execution failed: {e}\n"));
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    init_logging(&rt);
+    logging::init(&rt, verbosity);
     for w in &rt.warnings {
         warn!("{w}");
     }
@@ -219,7 +211,7 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
         Some(m)
     } else {
         // SPEC §1.1: forward compatibility with newer operators.
-        if let Some(close) = request::suggest_mode(mode) {
+        if let Some(close) = cli::suggest_mode(mode) {
             warn!(
                 mode,
                 "this agent version does not support the requested stage; treating it as a \
@@ -689,30 +681,3 @@ fn check_open_files() -> anyhow::Result<()> {
 
 /// Legacy node-specific files merged into the package data (SPEC §6.4).
 const NODE_FILES: &str = "/etc/nvidia-bootstrap/node-files";
-
-fn init_logging(rt: &Runtime) {
-    // An invalid filter is an invalid setting like any other: warned about, then the default.
-    let (filter, bad_filter) = match tracing_subscriber::EnvFilter::try_new(&rt.log_filter) {
-        Ok(filter) => (filter, None),
-        Err(e) => (tracing_subscriber::EnvFilter::new("info"), Some(e)),
-    };
-    // SPEC §10: a closed stderr must neither panic nor stop the run; the writer drops what
-    // it cannot write, and the subscriber must not report that on the same stderr.
-    let output = Output::process();
-    let builder = tracing_subscriber::fmt()
-        .with_writer(move || output.log_writer())
-        .log_internal_errors(false)
-        .with_ansi(false)
-        .with_target(false)
-        .with_env_filter(filter);
-    let _ = match rt.log_format {
-        LogFormat::Text => builder.event_format(logfmt::Logfmt).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-    if let Some(e) = bad_filter {
-        warn!(
-            "environment variable SKYHOOK_AGENT_LOG={:?} is not a valid filter ({e}); using info",
-            rt.log_filter
-        );
-    }
-}

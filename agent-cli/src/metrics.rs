@@ -45,7 +45,7 @@ pub(crate) fn save(
         &rt.state_dir,
         rt.metrics_dir.as_deref(),
         &run,
-        (crate::version(), crate::GIT_SHA),
+        (crate::version::version(), crate::version::GIT_SHA),
     );
     if let Some(problem) = &written.sidecar_problem {
         warn!(

@@ -1,63 +1,12 @@
-//! Operator argv forms → [`Request`] (SPEC §1.1), with usage errors, help and suggestions.
+//! Operator argv forms → [`Request`] (SPEC §1.1), with usage errors and suggestions; the
+//! forms themselves are documented by the command tree ([`crate::cli`]).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::cli::{Verbosity, is_mode, is_subcommand, suggest_mode, suggest_subcommand};
+#[cfg(test)]
 use agent_core::package::step::Mode;
-
-/// Usage text printed by `--help` and after every usage error; `agent try` where it is built
-/// in (the default `try` feature).
-macro_rules! usage {
-    ($try_lines:literal) => {
-        concat!(
-            "\
-usage:
-  agent MODE ROOT_MOUNT COPY_DIR
-  agent interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
-  agent --version | -V
-  agent --help | -h | help [MODE | SUBCOMMAND]
-  agent MODE COPY_DIR                        (legacy: ROOT_MOUNT is /root)
-  agent interrupt COPY_DIR INTERRUPT_DATA    (legacy: ROOT_MOUNT is /root)
-
-modes:
-  apply apply-check config config-check upgrade upgrade-check uninstall uninstall-check
-  post-interrupt post-interrupt-check interrupt
-
-`agent MODE --help` (or `agent help MODE`) documents a mode: arguments, environment, exit codes.
-
-subcommands (see `agent <subcommand> --help` or `agent help <subcommand>`):
-  agent interrupts list [--format text|json]   interrupt kinds this binary knows
-  agent interrupts encode '<json>'             JSON payload -> base64 INTERRUPT_DATA
-  agent interrupts decode <base64>             INTERRUPT_DATA -> canonical JSON
-  agent validate COPY_DIR [--format text|json] lint a package directory offline
-  agent plan MODE ROOT_MOUNT COPY_DIR          dry run: which steps would run or be skipped, and why
-  agent plan interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA
-  agent status ROOT_MOUNT [--format text|json] verdict (exit 1 on failed, reset, error), packages, errors
-  agent logs ROOT_MOUNT [--package NAME] [--step PATH | --operation OPERATION] [--run N]
-                                               the logs of the latest run, a step or an operation
-  agent reset ROOT_MOUNT COPY_DIR [--stage MODE] [--step PATH] [--yes]
-  agent reset ROOT_MOUNT --package NAME [--package-version VERSION] [--yes]
-  agent reset ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION] [--yes]
-                                               make work run again: show, then remove its markers
-",
-            $try_lines,
-            "  agent completions bash|zsh|fish              shell completions for the subcommands
-  agent man                                    the manual page agent.1 (roff), as in docs/agent.1
-"
-        )
-    };
-}
-
-#[cfg(feature = "try")]
-pub const USAGE: &str = usage!(
-    "  agent try PACKAGE_DIR [--root LOWER] [--stages LIST] [--interrupt JSON]... [--configmap NAME=FILE]...
-            [--env K=V]... [--keep DIR] [--no-network] [--json]
-                                               a package's whole lifecycle in a throwaway
-                                               copy-on-write sandbox of LOWER, and what it changed
-"
-);
-#[cfg(not(feature = "try"))]
-pub const USAGE: &str = usage!("");
 
 /// The legacy forms' implied host root mount.
 pub const DEFAULT_ROOT: &str = "/root";
@@ -118,6 +67,8 @@ pub enum UsageError {
         topic: String,
         suggestion: Option<&'static str>,
     },
+    #[error("the argument '{0}' cannot be used with '{1}'")]
+    Verbosity(String, String),
 }
 
 /// Whether `arg` asks for help / the version.
@@ -126,49 +77,6 @@ fn is_help(arg: &str) -> bool {
 }
 fn is_version(arg: &str) -> bool {
     matches!(arg, "--version" | "-V")
-}
-
-/// A stage MODE or `interrupt`.
-pub fn is_mode(name: &str) -> bool {
-    name == "interrupt" || name.parse::<Mode>().is_ok()
-}
-
-/// The mode an operator most likely meant by `mode`, for `did you mean …?`: the closest name
-/// by edit distance (letter case ignored), if it is within two edits.
-pub fn suggest_mode(mode: &str) -> Option<&'static str> {
-    closest(
-        mode,
-        Mode::ALL
-            .iter()
-            .map(|m| m.as_str())
-            .chain(std::iter::once("interrupt")),
-    )
-}
-
-/// The subcommand a person most likely meant by `word`, if it is within two edits of one and
-/// closer to it than to any MODE (`interupt` is a mistyped mode, not `interrupts`).
-pub fn suggest_subcommand(word: &str) -> Option<&'static str> {
-    let sub = closest(word, crate::commands::NAMES.iter().copied())?;
-    let distance = |name: &str| strsim::levenshtein(&word.to_ascii_lowercase(), name);
-    match suggest_mode(word) {
-        Some(mode) if distance(mode) <= distance(sub) => None,
-        _ => Some(sub),
-    }
-}
-
-/// The name closest to `word` within two edits. Two edits in a name of four letters or fewer
-/// (`logs`, `plan`) are half of it: those take one, so an operator stage such as `bogus` (two
-/// edits from `logs`) stays an unknown stage, not a typo.
-fn closest<'a>(word: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    let word = word.to_ascii_lowercase();
-    if word.is_empty() {
-        return None;
-    }
-    names
-        .map(|name| (strsim::levenshtein(&word, name), name))
-        .filter(|(d, name)| *d <= 2 && *d < word.len() && (*d < 2 || name.len() > 4))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, name)| name)
 }
 
 /// Dispatch on argument count, in the order of SPEC §1.1.
@@ -249,8 +157,14 @@ fn help_topic(topic: Option<&str>) -> Result<Request, UsageError> {
     if is_mode(topic) {
         return Ok(Request::Help(Some(HelpTopic::Mode(topic.to_owned()))));
     }
-    if crate::commands::NAMES.contains(&topic) {
+    if is_subcommand(topic) || topic == "help" {
         return Ok(Request::Help(Some(HelpTopic::Subcommand(topic.to_owned()))));
+    }
+    // `agent help --help`: the help of `help`.
+    if is_help(topic) {
+        return Ok(Request::Help(Some(HelpTopic::Subcommand(
+            "help".to_owned(),
+        ))));
     }
     Err(UsageError::UnknownTopic {
         topic: topic.to_owned(),
@@ -258,97 +172,28 @@ fn help_topic(topic: Option<&str>) -> Result<Request, UsageError> {
     })
 }
 
-/// What one mode does, for its help text.
-fn mode_summary(mode: &str) -> &'static str {
-    match mode {
-        "apply" => {
-            "Run the package's apply steps. A step whose completion markers are present is \
-             skipped, so a re-run resumes where the last one stopped."
+/// The `-q`/`--quiet` and `-v`/`--verbose` flags before an operator form or a subcommand, and
+/// the arguments after them. No operator argument is one of them: a MODE is a lowercase word
+/// (SPEC §1.1), ROOT and COPY_DIR are absolute.
+pub fn leading_verbosity(args: &[OsString]) -> Result<(Verbosity, &[OsString]), UsageError> {
+    let (mut quiet, mut verbose): (Option<&str>, Option<&str>) = (None, None);
+    let mut rest = args;
+    while let Some((first, after)) = rest.split_first() {
+        match first.to_str() {
+            Some(flag @ ("-q" | "--quiet")) => quiet = Some(flag),
+            Some(flag @ ("-v" | "--verbose")) => verbose = Some(flag),
+            _ => break,
         }
-        "config" => {
-            "Run the package's config steps (after a configMap change). This stage runs every \
-             step each time."
+        if let (Some(q), Some(v)) = (quiet, verbose) {
+            return Err(UsageError::Verbosity(q.to_owned(), v.to_owned()));
         }
-        "upgrade" => {
-            "Run the package's upgrade steps; steps marked `upgrade_step` get the previous and \
-             the current version appended to their arguments. This stage runs every step each time."
-        }
-        "uninstall" => "Run the package's uninstall steps. This stage runs every step each time.",
-        "post-interrupt" => {
-            "Run the package's post-interrupt steps, after its interrupt completed. Completed \
-             steps are skipped."
-        }
-        "interrupt" => {
-            "Decode INTERRUPT_DATA (base64 JSON, see `agent interrupts list`) and run its \
-             operations, each once per SKYHOOK_RESOURCE_ID. A reboot completes when the boot \
-             ID has changed; the loop guard refuses more than SKYHOOK_REBOOT_MAX_ATTEMPTS \
-             reboots in one boot."
-        }
-        "apply-check" | "upgrade-check" => {
-            "Run every check step of the stage; when all pass, record the package version in \
-             the history file and write STATE/flags/<MODE>_ALL_CHECKED. \
-             STATE/flags/check_results lists each check."
-        }
-        "uninstall-check" => {
-            "Run every uninstall check step; when all pass, record `uninstalled` in the history \
-             file and remove the package's completion markers."
-        }
-        _ => {
-            "Run every check step of the stage; STATE/flags/check_results lists each check \
-             and STATE/flags/<MODE>_ALL_CHECKED is written when all pass."
-        }
+        rest = after;
     }
-}
-
-/// `agent MODE --help`: what the mode does, its arguments, environment and exit codes.
-pub fn mode_help(mode: &str) -> String {
-    let forms = if mode == "interrupt" {
-        "  agent interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA\n  \
-         agent interrupt COPY_DIR INTERRUPT_DATA              (legacy: ROOT_MOUNT is /root)\n"
-            .to_owned()
-    } else {
-        format!(
-            "  agent {mode} ROOT_MOUNT COPY_DIR\n  \
-             agent {mode} COPY_DIR                 (legacy: ROOT_MOUNT is /root)\n"
-        )
+    let verbosity = Verbosity {
+        quiet: quiet.is_some(),
+        verbose: verbose.is_some(),
     };
-    let data = if mode == "interrupt" {
-        "  INTERRUPT_DATA  base64 of the interrupt's JSON, e.g. from\n                  \
-         `agent interrupts encode '{\"type\":\"service_restart\",\"services\":[\"kubelet\"]}'`\n"
-    } else {
-        ""
-    };
-    format!(
-        "agent {mode}: {summary}\n\n\
-         usage:\n{forms}\n\
-         arguments:\n  \
-         ROOT_MOUNT      the host's root filesystem as the agent sees it (absolute): /root in\n                  \
-         an agent pod, / on the node itself\n  \
-         COPY_DIR        the package directory as a host path (absolute), e.g.\n                  \
-         /var/lib/skyhook/sk1/pkg-1.0.0-uid-3; when <ROOT_MOUNT><COPY_DIR> is missing it is\n                  \
-         copied from SKYHOOK_DATA_DIR\n\
-         {data}\n\
-         environment:\n  \
-         SKYHOOK_RESOURCE_ID          required: <prefix>_<package>_<version>, e.g. sk1-uid_pkg_1.0.0\n  \
-         SKYHOOK_ROOT_DIR             state directory under ROOT_MOUNT (default /etc/skyhook)\n  \
-         SKYHOOK_LOG_DIR              log directory under ROOT_MOUNT (default /var/log/skyhook)\n  \
-         SKYHOOK_DATA_DIR             package source for a missing COPY_DIR (default /skyhook-package)\n  \
-         SKYHOOK_AGENT_WRITE_LOGS     keep per-step log files (default true)\n  \
-         SKYHOOK_STEP_TIMEOUT_SECONDS per-operation timeout (default none)\n  \
-         SKYHOOK_REBOOT_MAX_ATTEMPTS  reboots allowed in one boot (default 3)\n  \
-         SKYHOOK_AGENT_LOG            diagnostics filter (default info)\n  \
-         SKYHOOK_AGENT_LOG_FORMAT     text or json diagnostics on stderr (default text)\n  \
-         SKYHOOK_AGENT_WRITE_METRICS  write STATE/metrics/<pkg>.prom after each run (default true)\n  \
-         SKYHOOK_AGENT_METRICS_DIR    also write the metrics file there (e.g. node-exporter's)\n  \
-         OVERLAY_ALWAYS_RUN_STEP      run completed steps again (default false)\n  \
-         COPY_RESOLV                  copy /etc/resolv.conf to the host (default true)\n\n\
-         exit codes:\n  \
-         0  the stage satisfied its policy (steps ran or were skipped as completed)\n  \
-         1  a step or check failed, a runtime error, or stopped by a signal\n  \
-         2  malformed arguments\n\n\
-         see also: agent plan {mode} ... (dry run), agent status ROOT_MOUNT, agent reset --help\n",
-        summary = mode_summary(mode),
-    )
+    Ok((verbosity, rest))
 }
 
 #[cfg(test)]

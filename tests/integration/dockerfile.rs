@@ -269,7 +269,7 @@ fn dockerfile_passes_the_version_build_args_the_binary_embeds() {
         // compile time, and which rebuilds when it changes.
         let build_rs = read("agent-cli/build.rs");
         assert!(
-            read("agent-cli/src/lib.rs").contains(&format!("option_env!(\"{name}\")"))
+            read("agent-cli/src/version.rs").contains(&format!("option_env!(\"{name}\")"))
                 || build_rs.contains(&format!("env::var(\"{name}\")")),
             "{name} is read at compile time"
         );

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::util::{COPY_DIR, FakeHost, Package, Step};
+use crate::util::{COPY_DIR, FakeHost, MODES, Package, SUBCOMMANDS, Step};
 
 const NO_OP: &str =
     "this agent version does not support the requested stage; treating it as a no-op";
@@ -48,19 +48,20 @@ fn a_modes_help_documents_it_in_every_position_and_form() {
     reference.assert_success();
     let text = reference.out();
     assert!(
-        text.starts_with("agent apply: Run the package's apply steps."),
+        text.starts_with("Run the package's apply steps."),
         "{reference:?}"
     );
     for needle in [
-        "usage:\n  agent apply ROOT_MOUNT COPY_DIR\n  agent apply COPY_DIR ",
-        "arguments:\n  ROOT_MOUNT ",
-        "\n  COPY_DIR ",
+        "\nUsage: agent [-q | -v] apply ROOT_MOUNT COPY_DIR\n       agent [-q | -v] apply COPY_DIR ",
+        "\nArguments:\n  <ROOT_MOUNT>\n",
+        "\n  <COPY_DIR>\n",
         "SKYHOOK_DATA_DIR",
-        "\nenvironment:\n  SKYHOOK_RESOURCE_ID          required: <prefix>_<package>_<version>",
+        "\nEnvironment:\n  SKYHOOK_RESOURCE_ID ",
+        "<prefix>_<package>_<version>",
         "SKYHOOK_REBOOT_MAX_ATTEMPTS",
-        "\nexit codes:\n  0  ",
+        "\nExit codes:\n  0  ",
         "\n  1  ",
-        "\n  2  malformed arguments\n",
+        "\n  2  malformed arguments",
     ] {
         assert!(text.contains(needle), "missing {needle:?}\n{text}");
     }
@@ -82,11 +83,11 @@ fn a_modes_help_documents_it_in_every_position_and_form() {
     assert!(
         interrupt
             .out()
-            .contains("usage:\n  agent interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA\n"),
+            .contains("\nUsage: agent [-q | -v] interrupt ROOT_MOUNT COPY_DIR INTERRUPT_DATA\n"),
         "{interrupt:?}"
     );
     assert!(
-        interrupt.out().contains("  INTERRUPT_DATA  "),
+        interrupt.out().contains("\n  <INTERRUPT_DATA>\n"),
         "{interrupt:?}"
     );
     before.assert_unchanged(&host.snapshot(), "help");
@@ -97,7 +98,12 @@ fn help_and_version_in_every_form() {
     let host = FakeHost::new();
     let usage = host.agent().arg("--help").run();
     usage.assert_success();
-    assert!(usage.out().starts_with("usage:\n"), "{usage:?}");
+    assert!(
+        usage
+            .out()
+            .contains("\nUsage: agent [-q | -v] MODE ROOT_MOUNT COPY_DIR\n"),
+        "{usage:?}"
+    );
     for args in [vec!["-h"], vec!["help"]] {
         let run = host.agent().args(&args).run();
         run.assert_success();
@@ -166,4 +172,113 @@ fn every_subcommand_with_output_formats_takes_format_json() {
         *text.last_mut().unwrap() = "yaml";
         host.agent().args(&text).run().assert_code(2);
     }
+}
+
+/// Every command that has a help of its own: the subcommands, and those of `interrupts`.
+fn topics() -> Vec<&'static str> {
+    let mut topics = MODES.to_vec();
+    topics.extend_from_slice(SUBCOMMANDS);
+    topics.extend(["interrupts list", "interrupts encode", "interrupts decode"]);
+    topics
+}
+
+/// SPEC §1.5: the top level, every MODE and every subcommand have their help from one
+/// definition, in one style, and `agent help TOPIC` is `agent TOPIC --help`.
+#[test]
+fn every_help_is_in_one_style() {
+    let host = FakeHost::new();
+    let root = host.agent().arg("--help").run();
+    root.assert_success();
+    let listing = root.out();
+    for topic in topics() {
+        // The top level lists each (of `interrupts`, each of its subcommands), with what it
+        // does.
+        assert!(
+            topic == "interrupts"
+                || listing.lines().any(|l| l
+                    .strip_prefix("  ")
+                    .and_then(|l| l.strip_prefix(topic))
+                    .is_some_and(|rest| rest.starts_with("  "))),
+            "agent --help does not list {topic}\n{listing}"
+        );
+        let words: Vec<&str> = topic.split(' ').collect();
+        let run = host.agent().args(&words).arg("--help").run();
+        run.assert_success();
+        let text = run.out();
+        for heading in ["\nUsage: agent ", "\nOptions:\n"] {
+            assert!(text.contains(heading), "{topic}: no {heading:?}\n{text}");
+        }
+        assert!(!text.contains("usage:"), "{topic}: another style\n{text}");
+        if let [word] = words.as_slice() {
+            let via_help = host.agent().args(["help", word]).run();
+            via_help.assert_success();
+            assert_eq!(via_help.out(), text, "agent help {topic}");
+        }
+    }
+    for heading in [
+        "\nUsage: agent ",
+        "\nModes ",
+        "\nSubcommands ",
+        "\nOptions:\n",
+    ] {
+        assert!(listing.contains(heading), "no {heading:?}\n{listing}");
+    }
+}
+
+#[test]
+fn help_help_documents_help() {
+    let host = FakeHost::new();
+    for args in [["help", "help"], ["help", "--help"]] {
+        let run = host.agent().args(args).run();
+        run.assert_success();
+        assert!(
+            run.out()
+                .contains("\nUsage: agent help [MODE | SUBCOMMAND]\n"),
+            "{args:?}\n{run:?}"
+        );
+    }
+}
+
+#[test]
+fn try_requires_its_package_directory() {
+    let host = FakeHost::new();
+    let run = host.agent().args(["try", "--help"]).run();
+    run.assert_success();
+    assert!(
+        run.out()
+            .contains("\nUsage: agent try [OPTIONS] <PACKAGE_DIR>\n"),
+        "{run:?}"
+    );
+    assert!(run.out().contains("\n  <PACKAGE_DIR>\n"), "{run:?}");
+    let run = host.agent().arg("try").run();
+    run.assert_code(2);
+    run.assert_stderr_contains("<PACKAGE_DIR>");
+    assert!(run.stdout.is_empty(), "{run:?}");
+}
+
+/// A malformed operator form is reported in the style of every other usage error.
+#[test]
+fn operator_form_usage_errors_are_worded_as_clap_words_them() {
+    let host = FakeHost::new();
+    let run = host.agent().args(["apply", "relative", COPY_DIR]).run();
+    run.assert_code(2);
+    let err = run.err();
+    assert!(
+        err.starts_with("error: root mount \"relative\" is not absolute\n\nUsage: agent [-q | -v] MODE ROOT_MOUNT COPY_DIR\n"),
+        "{run:?}"
+    );
+    assert!(
+        err.ends_with("\n\nFor more information, try '--help'.\n"),
+        "{run:?}"
+    );
+    let sub = host
+        .agent()
+        .args(["plan", "interrupt", "/", COPY_DIR])
+        .run();
+    sub.assert_code(2);
+    assert!(
+        sub.err()
+            .starts_with("error: interrupt data must not be empty\n\nUsage: agent plan "),
+        "{sub:?}"
+    );
 }

@@ -412,7 +412,7 @@ fn interrupts_list_names_the_broken_kind_and_lists_the_others() {
     let run = misbehaving_subcommand(&["interrupts", "list", "--format", "json"]);
     run.assert_code(1);
     let list: Value = serde_json::from_slice(&run.stdout).expect("JSON on stdout");
-    let kinds = list.as_array().expect("an array");
+    let kinds = list["kinds"].as_array().expect("an array of kinds");
     let broken: Vec<&str> = kinds
         .iter()
         .filter(|k| k.get("broken").is_some())

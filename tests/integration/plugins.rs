@@ -81,7 +81,7 @@ fn distributor_list_json_names_the_plugin_module() {
     let run = subcommand(&["interrupts", "list", "--format", "json"]);
     run.assert_success();
     let list: Value = serde_json::from_slice(&run.stdout).expect("JSON on stdout");
-    let kinds = list.as_array().expect("an array");
+    let kinds = list["kinds"].as_array().expect("an array of kinds");
     let types: Vec<&str> = kinds.iter().map(|k| k["type"].as_str().unwrap()).collect();
     assert_eq!(
         types,

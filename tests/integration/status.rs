@@ -309,14 +309,7 @@ fn an_unreadable_interrupt_marker_is_an_error_not_a_promise_to_redo_it() {
 #[test]
 fn a_pending_reboot_reads_in_words_with_its_attempts() {
     let host = FakeHost::new();
-    host.write(
-        &format!("{INTERRUPT_FLAGS}/node_restart_0.pending"),
-        format!("boot-id:{BOOT_ID}\n"),
-    );
-    host.write(
-        &format!("{INTERRUPT_FLAGS}/node_restart_0.attempts"),
-        format!("boot-id:{BOOT_ID}\nattempts:1\n"),
-    );
+    host.write_pending_reboot(1);
     let run = status(&host, &[]);
     run.assert_success();
     assert_eq!(first_line(&run), "status: reboot-pending");

@@ -93,7 +93,7 @@ fn try_json_gives_the_documented_fields() {
     let run = try_example(&host, &["--json"]);
     run.assert_success();
     before.assert_unchanged(&host.snapshot(), "agent try --json on the example package");
-    let report: Value = serde_json::from_slice(&run.stdout).expect("one JSON document");
+    let report: Value = crate::util::schema::assert_document("try", &run.stdout);
     assert_eq!(report["result"], "succeeded");
     assert_eq!(report["package"], "gpu-node-tuning");
     let stages: Vec<&str> = report["stages"]

@@ -25,7 +25,7 @@ pub(crate) fn package(host: &FakeHost, body: &str) -> PathBuf {
     pkg
 }
 
-/// `agent try PKG --root ROOT --json ARGS...`.
+/// `agent try PKG --root ROOT --json ARGS...`: the run, and its JSON document.
 fn try_json(host: &FakeHost, pkg: &Path, args: &[&str]) -> (Run, Option<Value>) {
     let run = host
         .agent()
@@ -34,7 +34,17 @@ fn try_json(host: &FakeHost, pkg: &Path, args: &[&str]) -> (Run, Option<Value>) 
         .args(["--root", &host.root_str(), "--json"])
         .args(args)
         .run();
-    let report = serde_json::from_slice(&run.stdout).ok();
+    let report: Option<Value> = serde_json::from_slice(&run.stdout).ok();
+    // Every report, of a run that succeeded or failed, and every error document, has the
+    // fields docs/schemas/ gives it.
+    if let Some(doc) = &report {
+        let schema = if doc["error"].is_object() {
+            "error"
+        } else {
+            "try"
+        };
+        crate::util::schema::assert_valid(schema, doc);
+    }
     (run, report)
 }
 

@@ -101,7 +101,7 @@ fn try_refuses_a_configmap_file_that_is_not_a_regular_file_at_once() {
             .arg(format!("settings.conf={}", file.display()))
             .run();
         run.assert_code(2).assert_stderr_contains(&format!(
-            "agent try: --configmap settings.conf: {}: {kind}",
+            "error: --configmap settings.conf: {}: {kind}\n\nUsage: agent try ",
             file.display()
         ));
         assert!(

@@ -4,30 +4,16 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agent_core::Interrupt;
-use agent_core::exec::Output;
 use agent_core::plugin::codec;
 use agent_core::plugin::contract::DecodeError;
 use agent_core::plugin::registry::{self, InterruptDescriptor};
+use serde::Serialize;
 
-#[derive(Debug, clap::Subcommand)]
-pub enum Interrupts {
-    /// Every interrupt kind this binary knows: built-in and linked third-party kinds.
-    List {
-        #[arg(long, value_enum, default_value_t = Format::Text)]
-        format: Format,
-    },
-    /// JSON payload → base64 INTERRUPT_DATA (validated by decoding it). Refuses data of
-    /// 128 KiB or more: Linux caps one command-line argument there (MAX_ARG_STRLEN).
-    Encode {
-        /// e.g. `{"type":"service_restart","services":["kubelet"]}`
-        json: String,
-    },
-    /// base64 INTERRUPT_DATA → canonical JSON.
-    Decode { data: String },
-}
+use crate::cli::{Format, Interrupts};
+use crate::output::{self, Failure};
 
 /// One kind as listed: its descriptor, and why it is broken (SPEC §9.5), if it is.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Serialize)]
 struct Listed<'a> {
     #[serde(flatten)]
     descriptor: &'a InterruptDescriptor,
@@ -35,102 +21,124 @@ struct Listed<'a> {
     broken: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
+/// `interrupts list --format json`.
+#[derive(Serialize)]
+struct List<'a> {
+    kinds: &'a [Listed<'a>],
 }
 
-pub fn run(cmd: Interrupts) -> ExitCode {
-    let out = Output::process();
-    match cmd {
-        Interrupts::List { format } => {
-            let kinds: Vec<Listed<'_>> = registry::kinds()
-                .into_iter()
-                .map(|descriptor| Listed {
-                    descriptor,
-                    broken: codec::broken(descriptor),
-                })
-                .collect();
-            let text = match format {
-                Format::Json => {
-                    let mut s =
-                        serde_json::to_string_pretty(&kinds).expect("descriptors serialize");
-                    s.push('\n');
-                    s
-                }
-                Format::Text => {
-                    let width = kinds
-                        .iter()
-                        .map(|k| k.descriptor.type_name.len())
-                        .max()
-                        .unwrap_or(0);
-                    let mut s = String::new();
-                    for Listed {
-                        descriptor: k,
-                        broken,
-                    } in &kinds
-                    {
-                        let _ = writeln!(s, "{:width$}  {}", k.type_name, k.summary);
-                        let _ = writeln!(
-                            s,
-                            "{:width$}  module: {}  example: {}",
-                            "", k.module, k.example
-                        );
-                        if let Some(problem) = broken {
-                            let _ = writeln!(
-                                s,
-                                "{:width$}  BROKEN: {problem}; its payloads are refused",
-                                ""
-                            );
-                        }
-                    }
-                    s
-                }
-            };
-            out.print(&text);
-            // SPEC §9.5: a broken kind is named, and the listing says the binary has one.
-            let mut code = ExitCode::SUCCESS;
-            for Listed {
-                descriptor: k,
-                broken,
-            } in &kinds
-            {
-                if let Some(problem) = broken {
-                    code = fail(&DecodeError::BrokenKind {
-                        type_name: k.type_name,
-                        module: k.module,
-                        problem: problem.clone(),
-                    });
-                }
-            }
-            code
-        }
-        Interrupts::Encode { json } => match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
-            Ok(decoded) => {
-                warn_unknown(&decoded.unknown_field_notes());
-                let data = decoded.interrupt.to_base64();
-                if data.len() >= MAX_ARG_STRLEN {
-                    return fail(&format!(
-                        "INTERRUPT_DATA would be {} bytes: {ARGV_LIMIT}",
-                        data.len()
-                    ));
-                }
-                out.print(&format!("{data}\n"));
-                ExitCode::SUCCESS
-            }
-            Err(e @ DecodeError::TooLarge(_)) => fail(&format!("{e}; {ARGV_LIMIT}")),
-            Err(e) => fail(&e),
-        },
-        Interrupts::Decode { data } => match <dyn Interrupt>::from_base64(&data) {
-            Ok(decoded) => {
-                warn_unknown(&decoded.unknown_field_notes());
-                out.print(&format!("{}\n", decoded.interrupt.to_json()));
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(&e),
-        },
+/// `interrupts encode --format json`.
+#[derive(Serialize)]
+struct Encoded<'a> {
+    data: &'a str,
+}
+
+/// `interrupts decode --format json`.
+#[derive(Serialize)]
+struct Decoded {
+    interrupt: serde_json::Value,
+}
+
+pub fn run(cmd: &Interrupts) -> ExitCode {
+    let format = cmd.format();
+    let result = match cmd {
+        Interrupts::List { .. } => return list(format),
+        Interrupts::Encode { json, .. } => encode(json, format),
+        Interrupts::Decode { data, .. } => decode(data, format),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => output::fail(format, &["interrupts"], "agent", &e),
     }
+}
+
+fn list(format: Format) -> ExitCode {
+    let kinds: Vec<Listed<'_>> = registry::kinds()
+        .into_iter()
+        .map(|descriptor| Listed {
+            descriptor,
+            broken: codec::broken(descriptor),
+        })
+        .collect();
+    output::print_result(format, &List { kinds: &kinds }, || render_list(&kinds));
+    // SPEC §9.5: a broken kind is named, and the listing says the binary has one.
+    let mut code = ExitCode::SUCCESS;
+    for Listed {
+        descriptor: k,
+        broken,
+    } in &kinds
+    {
+        if let Some(problem) = broken {
+            let e = DecodeError::BrokenKind {
+                type_name: k.type_name,
+                module: k.module,
+                problem: problem.clone(),
+            };
+            output::eprint(&format!("agent: {e}\n"));
+            code = ExitCode::from(1);
+        }
+    }
+    code
+}
+
+fn render_list(kinds: &[Listed<'_>]) -> String {
+    let width = kinds
+        .iter()
+        .map(|k| k.descriptor.type_name.len())
+        .max()
+        .unwrap_or(0);
+    let mut s = String::new();
+    for Listed {
+        descriptor: k,
+        broken,
+    } in kinds
+    {
+        let _ = writeln!(s, "{:width$}  {}", k.type_name, k.summary);
+        let _ = writeln!(
+            s,
+            "{:width$}  module: {}  example: {}",
+            "", k.module, k.example
+        );
+        if let Some(problem) = broken {
+            let _ = writeln!(
+                s,
+                "{:width$}  BROKEN: {problem}; its payloads are refused",
+                ""
+            );
+        }
+    }
+    s
+}
+
+fn encode(json: &str, format: Format) -> Result<(), Failure> {
+    let decoded = match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
+        Ok(decoded) => decoded,
+        Err(e @ DecodeError::TooLarge(_)) => {
+            return Err(Failure::failed(format!("{e}; {ARGV_LIMIT}")));
+        }
+        Err(e) => return Err(Failure::failed(e.to_string())),
+    };
+    warn_unknown(&decoded.unknown_field_notes());
+    let data = decoded.interrupt.to_base64();
+    if data.len() >= MAX_ARG_STRLEN {
+        return Err(Failure::failed(format!(
+            "INTERRUPT_DATA would be {} bytes: {ARGV_LIMIT}",
+            data.len()
+        )));
+    }
+    output::print_result(format, &Encoded { data: &data }, || format!("{data}\n"));
+    Ok(())
+}
+
+fn decode(data: &str, format: Format) -> Result<(), Failure> {
+    let decoded = <dyn Interrupt>::from_base64(data).map_err(|e| Failure::failed(e.to_string()))?;
+    warn_unknown(&decoded.unknown_field_notes());
+    let canonical = decoded.interrupt.to_json();
+    let body = Decoded {
+        interrupt: serde_json::from_str(&canonical).expect("canonical JSON parses"),
+    };
+    output::print_result(format, &body, || format!("{canonical}\n"));
+    Ok(())
 }
 
 /// Linux caps one argument of `execve(2)` at 32 pages, 128 KiB with its terminating NUL
@@ -143,14 +151,9 @@ const ARGV_LIMIT: &str = "INTERRUPT_DATA is passed as one command-line argument,
 
 fn warn_unknown(fields: &[String]) {
     if !fields.is_empty() {
-        crate::eprint_out(&format!(
+        output::eprint(&format!(
             "warning: ignoring unknown interrupt fields: {}\n",
             fields.join(", ")
         ));
     }
-}
-
-fn fail(e: &dyn std::fmt::Display) -> ExitCode {
-    crate::eprint_out(&format!("agent: {e}\n"));
-    ExitCode::from(1)
 }

@@ -20,7 +20,8 @@ use agent_core::state::results::{self, RunRecord};
 use agent_core::state::status::{self, PackageStatus, Scope};
 use serde::Serialize;
 
-use super::interrupts::Format;
+use crate::cli::{Format, Verbosity};
+use crate::output;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -44,21 +45,22 @@ when the package's latest run, or its only version, says which.
 
 State directory (as for status, plan and reset): --state-dir, else SKYHOOK_ROOT_DIR, else the
 one directory of the operator's layout (/var/lib/skyhook/<name>, logs in
-/var/log/skyhook/<name>) that holds state; the `state:` line says which.
+/var/log/skyhook/<name>) that holds state; the state: line says which.
 
-Text: a `logs:` line saying what is shown, the `state:` line, then each log after a
-`==> NAME: PATH <==` line, as the agent wrote it. JSON (`--format json`): one document with
-`schema_version`, the package, the run and `logs`, each with its `content` (the last 1 MiB of
-the file; `truncated_bytes` says how much is left out); on failure `{\"error\": {...}}`.
+Text: a logs: line saying what is shown, the state: line, then each log after a
+==> NAME: PATH <== line, as the agent wrote it. JSON (--format json): one document with
+schema_version, the package, the run and logs, each with its content (the last 1 MiB of the
+file; truncated_bytes says how much is left out); on failure the error document
+(docs/schemas/).
 
 Exit codes:
   0  the logs were shown
   1  no such package, run, step or log, or a log cannot be read
-  2  usage: a bad option, a name that is not one path component, several packages or state
-     directories to choose from"
+  2  malformed arguments: a bad option, a name that is not one path component, several
+     packages or state directories to choose from"
 )]
 pub struct Logs {
-    /// The host root mount (`/` on the node itself, `/root` in an agent pod).
+    /// The host root mount (/ on the node itself, /root in an agent pod).
     root: PathBuf,
     /// The package (default: the only one with state).
     #[arg(long, value_name = "NAME", value_parser = package_name)]
@@ -69,7 +71,7 @@ pub struct Logs {
     /// A step: its path in config.json.
     #[arg(long, value_name = "PATH", value_parser = step_path, conflicts_with = "operation")]
     step: Option<String>,
-    /// An interrupt operation, `<type>_<index>` (e.g. node_restart_0), or its type.
+    /// An interrupt operation, <type>_<index> (e.g. node_restart_0), or its type.
     #[arg(long, value_name = "OPERATION", value_parser = operation)]
     operation: Option<String>,
     /// Which one, counting back from the newest: 1 is the newest (see below).
@@ -117,9 +119,6 @@ fn operation(s: &str) -> Result<String, NotAComponent> {
     })
 }
 
-const EXIT_FAILED: u8 = 1;
-const EXIT_USAGE: u8 = 2;
-
 /// The most of one log `--format json` carries: its end.
 const JSON_CONTENT_BOUND: u64 = 1 << 20;
 
@@ -131,7 +130,6 @@ enum Failure {
 /// The answer, as `--format json` prints it.
 #[derive(Debug, Serialize)]
 struct Report {
-    schema_version: u32,
     /// What is shown, in words (the `logs:` line).
     showing: String,
     state_dir: PathBuf,
@@ -180,13 +178,13 @@ struct Entry {
     truncated_bytes: Option<u64>,
 }
 
-pub fn run(args: &Logs) -> ExitCode {
+pub fn run(args: &Logs, verbosity: Verbosity) -> ExitCode {
     let json = args.format == Format::Json;
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
-        Err(e) => return fail(json, &Failure::Failed(e.to_string())),
+        Err(e) => return fail(args.format, &Failure::Failed(e.to_string())),
     };
-    crate::init_logging(&rt);
+    crate::logging::init(&rt, verbosity);
     let fs = HostFs::new(&args.root);
     match find(&fs, &rt, args) {
         Ok(mut report) => {
@@ -196,42 +194,25 @@ pub fn run(args: &Logs) -> ExitCode {
                     .logs
                     .iter_mut()
                     .try_for_each(|entry| entry.read_tail(&fs))
-                    .map(|()| {
-                        let mut s = serde_json::to_string_pretty(&report).expect("serializes");
-                        s.push('\n');
-                        out.print(&s);
-                    })
+                    .map(|()| out.print(&output::document(&report)))
             } else {
                 render(&fs, &mut report, &out)
             };
             match shown {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(json, &Failure::Failed(e)),
+                Err(e) => fail(args.format, &Failure::Failed(e)),
             }
         }
-        Err(f) => fail(json, &f),
+        Err(f) => fail(args.format, &f),
     }
 }
 
-fn fail(json: bool, f: &Failure) -> ExitCode {
-    let (message, code) = match f {
-        Failure::Usage(m) => (m, EXIT_USAGE),
-        Failure::Failed(m) => (m, EXIT_FAILED),
+fn fail(format: Format, f: &Failure) -> ExitCode {
+    let failure = match f {
+        Failure::Usage(m) => output::Failure::usage(m.clone()),
+        Failure::Failed(m) => output::Failure::failed(m.clone()),
     };
-    if json {
-        let doc = serde_json::json!({
-            "schema_version": 1,
-            "error": {"message": message, "exit_code": code},
-        });
-        Output::process().print(&format!("{doc:#}\n"));
-    }
-    match f {
-        Failure::Usage(m) => crate::eprint_out(&format!(
-            "error: {m}\n\nFor more information, try 'agent logs --help'.\n"
-        )),
-        Failure::Failed(m) => crate::eprint_out(&format!("agent logs failed: {m}\n")),
-    }
-    ExitCode::from(code)
+    output::fail(format, &["logs"], "agent logs failed", &failure)
 }
 
 /// Which logs to show.
@@ -283,7 +264,6 @@ fn find(fs: &HostFs, rt: &Runtime, args: &Logs) -> Result<Report, Failure> {
         (None, None) => one_run(&rt, package, args.package_version.as_deref(), n)?,
     };
     Ok(Report {
-        schema_version: 1,
         showing: format!("{what} of package {} {version}: {detail}", package.name),
         state_dir: located.state_dir.clone(),
         state_source: located.source,

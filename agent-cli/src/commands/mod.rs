@@ -1,4 +1,5 @@
-//! Agent subcommands (SPEC §1.4): names that are not MODES, parsed with clap.
+//! Agent subcommands (SPEC §1.4): names that are not MODES, parsed by clap against the command
+//! tree ([`crate::cli`]).
 
 pub mod completions;
 pub mod interrupts;
@@ -12,78 +13,13 @@ pub mod validate;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
 
-/// Names that select a subcommand instead of an operator form.
-pub const NAMES: &[&str] = &[
-    "interrupts",
-    "validate",
-    "plan",
-    "status",
-    "logs",
-    "reset",
-    #[cfg(feature = "try")]
-    "try",
-    "completions",
-    "man",
-];
+use crate::cli::{self, Format, Subcommand};
+use crate::output;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "agent",
-    version = crate::version(),
-    propagate_version = true,
-    about = "Node agent for Skyhook/NodeWright packages"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Inspect and convert interrupt payloads.
-    #[command(subcommand)]
-    Interrupts(interrupts::Interrupts),
-    /// Lint a package directory offline: every config.json rule, step files, config files.
-    Validate(validate::Validate),
-    /// Dry run: which steps or interrupt operations a run would run or skip, and why.
-    Plan(plan::Plan),
-    /// A verdict (done, running, reboot-pending, stopped, reset, failed, error, not-started),
-    /// then what the agent left on a host: versions, markers, checks, interrupts, last runs,
-    /// errors with the last lines of the failed output.
-    Status(status::Status),
-    /// The logs of a package's latest run, or of one step or interrupt operation, as the agent
-    /// wrote them on the host (`--run N` for earlier ones).
-    Logs(logs::Logs),
-    /// Make a step, a stage, a package or an interrupt resource run again: show, then (with
-    /// --yes) remove its completion markers.
-    Reset(reset::Reset),
-    /// Run a package's whole lifecycle in a throwaway copy-on-write sandbox of a host root, and
-    /// report what it changed.
-    ///
-    /// The sandbox is an overlayfs view of LOWER (read-only lower layer, temporary upper layer)
-    /// in new mount, PID, IPC and UTS namespaces (and a user namespace when not root), with a
-    /// fresh /proc, a minimal /dev and a read-only /sys; the network is the host's unless
-    /// --no-network. The package is staged as the operator stages it, then the stages run in
-    /// order by the agent's own code: apply, apply-check, config, config-check, then for each
-    /// --interrupt the interrupt (its commands are recorded, not run; a reboot is simulated with
-    /// a new boot ID), post-interrupt and post-interrupt-check. LOWER is never written. Exit 0
-    /// when every stage succeeded, 1 otherwise, 2 on malformed arguments. See docs/try.md.
-    #[cfg(feature = "try")]
-    Try(agent_try::Try),
-    /// Shell completions for the subcommands: `agent completions bash|zsh|fish`.
-    Completions(completions::Completions),
-    /// The manual page `agent.1` (roff), on stdout.
-    Man(completions::ManPage),
-}
-
-/// The clap definition of the subcommands, for completions and the manual page.
-pub fn command() -> clap::Command {
-    <Cli as clap::CommandFactory>::command()
-}
-
-/// Parse and run a subcommand; clap prints usage errors and exits 2 on bad flags.
+/// Parse and run a subcommand. A malformed command line exits 2 with clap's message on
+/// stderr, and, when the command line asks for JSON, the error document on stdout.
 pub fn run(args: Vec<OsString>) -> ExitCode {
     // `--version`/`-V` in any position prints what `agent --version` prints (SPEC §1.3).
     if args
@@ -91,25 +27,79 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         .take_while(|a| *a != "--")
         .any(|a| a == "--version" || a == "-V")
     {
-        return crate::print_version();
+        return output::print_version();
     }
-    let cli = match Cli::try_parse_from(std::iter::once(OsString::from("agent")).chain(args)) {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+    let format = requested_format(&args);
+    let parsed = match cli::parse(args) {
+        Ok(parsed) => parsed,
+        Err(e) => return parse_error(&e, format),
     };
-    match cli.command {
-        Command::Interrupts(cmd) => interrupts::run(cmd),
-        Command::Validate(args) => validate::run(&args),
-        Command::Plan(args) => plan::run(&args),
-        Command::Status(args) => status::run(&args),
-        Command::Logs(args) => logs::run(&args),
-        Command::Reset(args) => reset::run(&args),
-        #[cfg(feature = "try")]
-        Command::Try(args) => agent_try::run(&args),
-        Command::Completions(args) => completions::completions(&args),
-        Command::Man(args) => completions::man(&args),
+    let v = parsed.verbosity;
+    // clap checks the conflict within one level of the command line, not between a flag
+    // before the subcommand and one after it.
+    if v.quiet && v.verbose {
+        let f = output::Failure::usage("the argument '--quiet' cannot be used with '--verbose'");
+        return output::fail(format, &[], "agent", &f);
     }
+    match parsed.command {
+        Subcommand::Interrupts(cmd) => interrupts::run(&cmd),
+        Subcommand::Validate(args) => validate::run(&args),
+        Subcommand::Plan(args) => plan::run(&args, v),
+        Subcommand::Status(args) => status::run(&args, v),
+        Subcommand::Logs(args) => logs::run(&args, v),
+        Subcommand::Reset(args) => reset::run(&args, v),
+        #[cfg(feature = "try")]
+        Subcommand::Try(args) => crate::try_::run(&args, v),
+        Subcommand::Completions(args) => completions::completions(&args),
+        Subcommand::Man(args) => completions::man(&args),
+    }
+}
+
+/// The format a command line asks for, read before it is parsed: a usage error is a JSON
+/// document when `--format json` (or `--json`) is on the command line, even if the rest of it
+/// does not parse. Without a format that reads as one, it is text.
+fn requested_format(args: &[OsString]) -> Format {
+    let mut format = Format::Text;
+    let mut words = args
+        .iter()
+        .map(|a| a.to_str())
+        .take_while(|a| *a != Some("--"));
+    while let Some(word) = words.next() {
+        let value = match word {
+            Some("--json") => Some("json"),
+            Some("--format") => words.next().flatten(),
+            Some(w) => w.strip_prefix("--format="),
+            None => None,
+        };
+        match value {
+            Some("json") => format = Format::Json,
+            Some("text") => format = Format::Text,
+            _ => {}
+        }
+    }
+    format
+}
+
+/// clap's answer when it did not parse: help and version on stdout (exit 0), a usage error on
+/// stderr (exit 2).
+fn parse_error(e: &clap::Error, format: Format) -> ExitCode {
+    let text = e.render().to_string();
+    if !e.use_stderr() {
+        output::print(&text);
+        return ExitCode::SUCCESS;
+    }
+    output::eprint(&text);
+    if format == Format::Json {
+        // clap's message is its first paragraph (`error: …`, the values it names indented
+        // under it); the usage and the pointer to --help follow.
+        let message = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            "a subcommand is required".to_owned()
+        } else {
+            let first = text.split("\n\n").next().unwrap_or_default();
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            first.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        output::print(&output::error_document(&message, 2));
+    }
+    ExitCode::from(2)
 }

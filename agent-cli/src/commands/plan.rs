@@ -3,12 +3,11 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use agent_core::Interrupt;
 use agent_core::compat::pyrepr;
-use agent_core::exec::Output;
 use agent_core::host::fs::HostFs;
 use agent_core::host::preflight;
 use agent_core::host::runtime::Runtime;
@@ -16,119 +15,82 @@ use agent_core::interrupt::plan::{InterruptPlan, plan_interrupt};
 use agent_core::package::step::Mode;
 use agent_core::stage::plan::{self, OverlayDiff, PlannedAction, PlannedWrite, StagePlan};
 use anyhow::Context as _;
+use serde::Serialize;
 
-use super::interrupts::Format;
 use super::state::Located;
+use crate::cli::{Format, Plan, Verbosity};
+use crate::output::{self, Failure};
 
-#[derive(Debug, clap::Args)]
-#[command(
-    override_usage = "agent plan [OPTIONS] MODE ROOT COPY_DIR\n       agent plan [OPTIONS] interrupt ROOT COPY_DIR INTERRUPT_DATA",
-    after_help = "\
-State directory (as for status, reset and logs): --state-dir, else SKYHOOK_ROOT_DIR, else the one
-directory of the operator's layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>)
-that holds state, else the legacy default /etc/skyhook. The `state:` line says which
-(`state_dir` and `state_source` in JSON)."
-)]
-pub struct Plan {
-    /// A stage MODE (apply, apply-check, config, ...) or `interrupt`.
-    mode: String,
-    /// The host root mount, as the operator passes it (absolute).
-    #[arg(value_parser = absolute)]
-    root: PathBuf,
-    /// The package directory as a host path (absolute).
-    #[arg(value_parser = absolute)]
-    copy_dir: PathBuf,
-    /// INTERRUPT_DATA (base64 JSON), with `interrupt` only.
-    data: Option<String>,
-    /// STATE as a host path (e.g. /var/lib/skyhook/sk1), instead of SKYHOOK_ROOT_DIR or the
-    /// one directory of the operator's layout found on the host.
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Show a unified diff (host file, then root_dir file) for each `changed` overlay file;
-    /// binary and large files are named, not diffed. In JSON: a `diff` field on those writes.
-    #[arg(long)]
-    diff: bool,
+/// `plan --format json` of a MODE this agent does not know.
+#[derive(Serialize)]
+struct Unsupported<'a> {
+    plan: &'static str,
+    mode: &'a str,
+    note: &'a str,
 }
 
-fn absolute(s: &str) -> Result<PathBuf, String> {
-    if s.starts_with('/') {
-        Ok(PathBuf::from(s))
-    } else {
-        Err(format!("{s:?} is not absolute"))
+pub fn run(args: &Plan, verbosity: Verbosity) -> ExitCode {
+    match plan(args, verbosity) {
+        Ok(ok) => {
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(f) => output::fail(args.format, &["plan"], "agent plan failed", &f),
     }
 }
 
-const EXIT_FAILED: u8 = 1;
-const EXIT_USAGE: u8 = 2;
-
-pub fn run(args: &Plan) -> ExitCode {
+/// Print the plan; whether the run is expected to get through it.
+fn plan(args: &Plan, verbosity: Verbosity) -> Result<bool, Failure> {
+    let failed = |e: anyhow::Error| Failure::failed(format!("{e:#}"));
     let stage_mode = match (args.mode.as_str(), &args.data) {
         ("interrupt", Some(d)) if !d.is_empty() => None,
-        ("interrupt", _) => return usage("interrupt data must not be empty"),
+        ("interrupt", _) => return Err(Failure::usage("interrupt data must not be empty")),
         (mode, data) => match mode.parse::<Mode>() {
             Ok(_) if data.is_some() => {
-                return usage(&format!("stage {mode:?} does not accept interrupt data"));
+                return Err(Failure::usage(format!(
+                    "stage {mode:?} does not accept interrupt data"
+                )));
             }
             Ok(m) => Some(m),
             Err(_) => {
                 // SPEC §1.1: the run would be a warned no-op.
-                Output::process().print(&format!(
-                    "plan: this agent version does not support the stage {mode:?}: a run would \
-                     warn and exit 0 without touching anything\n"
-                ));
-                return ExitCode::SUCCESS;
+                let note = format!(
+                    "this agent version does not support the stage {mode:?}: a run would warn \
+                     and exit 0 without touching anything"
+                );
+                let body = Unsupported {
+                    plan: "unsupported",
+                    mode,
+                    note: &note,
+                };
+                output::print_result(args.format, &body, || format!("plan: {note}\n"));
+                return Ok(true);
             }
         },
     };
-    let rt = match Runtime::from_env() {
-        Ok(rt) => rt,
-        Err(e) => return fail(&anyhow::Error::from(e)),
-    };
-    crate::init_logging(&rt);
+    let rt = Runtime::from_env().map_err(|e| failed(e.into()))?;
+    crate::logging::init(&rt, verbosity);
     let located =
-        match super::state::locate_one(&HostFs::new(&args.root), &rt, args.state_dir.as_deref()) {
-            Ok(located) => located,
-            Err(e) => return usage(&e),
-        };
+        super::state::locate_one(&HostFs::new(&args.root), &rt, args.state_dir.as_deref())
+            .map_err(Failure::usage)?;
     let rt = located.runtime(&rt);
     for w in &rt.warnings {
         tracing::warn!("{w}");
     }
     // SPEC §6 step 1, with the run's own function: a plan fails where the run would, before
     // anything else.
-    let checked = match preflight::validate(&args.root, &args.copy_dir, &rt, stage_mode.is_none()) {
-        Ok(checked) => checked,
-        Err(e) => return fail(&anyhow::Error::from(e)),
-    };
-    let result = match stage_mode {
+    let checked = preflight::validate(&args.root, &args.copy_dir, &rt, stage_mode.is_none())
+        .map_err(|e| failed(e.into()))?;
+    let (text, ok) = match stage_mode {
         Some(mode) => stage(&rt, mode, args, &checked.copy_dir, &located),
         None => interrupt(&rt, args, &checked, &located),
-    };
-    match result {
-        Ok((text, ok)) => {
-            Output::process().print(&text);
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_FAILED)
-            }
-        }
-        Err(e) => fail(&e),
     }
-}
-
-fn usage(message: &str) -> ExitCode {
-    crate::eprint_out(&format!(
-        "error: {message}\n\nUsage: agent plan [OPTIONS] MODE ROOT COPY_DIR\n       agent plan [OPTIONS] interrupt ROOT COPY_DIR INTERRUPT_DATA\n\nFor more information, try '--help'.\n"
-    ));
-    ExitCode::from(EXIT_USAGE)
-}
-
-fn fail(e: &anyhow::Error) -> ExitCode {
-    crate::eprint_out(&format!("agent plan failed: {e:#}\n"));
-    ExitCode::from(EXIT_FAILED)
+    .map_err(failed)?;
+    output::print(&text);
+    Ok(ok)
 }
 
 fn env() -> Vec<(OsString, OsString)> {
@@ -168,7 +130,7 @@ fn stage(
 /// The stage plan as JSON, with a `diff` field (text, or `{"not_shown": why}`) on each
 /// changed overlay file when `--diff` was given.
 fn json_with_diffs(p: &StagePlan, diffs: &[Option<OverlayDiff>], located: &Located) -> String {
-    let mut v = with_state(p, located);
+    let mut v = with_state("stage", p, located);
     if let Some(writes) = v
         .get_mut("writes")
         .and_then(serde_json::Value::as_array_mut)
@@ -183,7 +145,7 @@ fn json_with_diffs(p: &StagePlan, diffs: &[Option<OverlayDiff>], located: &Locat
             }
         }
     }
-    json(&v)
+    output::document(&v)
 }
 
 fn render_diffs(s: &mut String, writes: &[PlannedWrite], diffs: &[Option<OverlayDiff>]) {
@@ -234,24 +196,20 @@ fn interrupt(
     }
     let ok = p.failure.is_none();
     let text = match args.format {
-        Format::Json => json(&with_state(&p, located)),
+        Format::Json => output::document(&with_state("interrupt", &p, located)),
         Format::Text => render_interrupt(&p, &args.root, located),
     };
     Ok((text, ok))
 }
 
-/// The plan as a JSON object, with the STATE it read and how it was chosen.
-fn with_state(plan: &impl serde::Serialize, located: &Located) -> serde_json::Value {
+/// The plan as a JSON object: what it plans (`stage` or `interrupt`), the plan, and the STATE
+/// it read and how it was chosen.
+fn with_state(kind: &str, plan: &impl Serialize, located: &Located) -> serde_json::Value {
     let mut v = serde_json::to_value(plan).expect("plans serialize");
+    v["plan"] = serde_json::json!(kind);
     v["state_dir"] = serde_json::json!(located.state_dir);
     v["state_source"] = serde_json::json!(located.source);
     v
-}
-
-fn json(value: &impl serde::Serialize) -> String {
-    let mut s = serde_json::to_string_pretty(value).expect("plans serialize");
-    s.push('\n');
-    s
 }
 
 /// Width of the action column (`not-reached`).

@@ -12,10 +12,9 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use agent_core::compat::timestamp;
-use agent_core::exec::Output;
 use agent_core::host::boot::read_boot_id;
 use agent_core::host::fs::{HostFs, is_temp_name};
-use agent_core::host::identity::{NotAComponent, ResourceId, path_component};
+use agent_core::host::identity::ResourceId;
 use agent_core::host::runtime::Runtime;
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::{Mode, Step};
@@ -27,116 +26,8 @@ use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
 use agent_core::state::status::RESET_MODE;
 use serde::Serialize;
 
-use super::interrupts::Format;
-
-#[derive(Debug, clap::Args)]
-#[command(
-    override_usage = "agent reset [OPTIONS] ROOT_MOUNT COPY_DIR [--stage MODE] [--step PATH]\n       \
-                      agent reset [OPTIONS] ROOT_MOUNT --package NAME [--package-version VERSION]\n       \
-                      agent reset [OPTIONS] ROOT_MOUNT --interrupt RESOURCE_ID [--operation OPERATION]",
-    after_help = "\
-Without --yes nothing is removed: the files that would be removed are listed, as `agent plan`
-lists what a run would do. With --yes they are removed and the reset is recorded in
-STATE/results/<package>/<version>/reset.json. A reset refuses while an agent holds the
-package's lock (or the interrupt resource's lock); with --yes it holds that lock itself from
-before it looks for the files until the reset is recorded, so an agent started meanwhile waits.
-
-Step markers are removed under both names (the legacy and the Go agent's); interrupt markers
-are the .complete, .pending and .attempts files of each operation. The history file, logs and
-results records are kept.
-
-State directory (as for status, plan and logs): --state-dir, else SKYHOOK_ROOT_DIR, else the one
-directory of the operator's layout (/var/lib/skyhook/<name>) that holds state; the `state:` line
-says which.
-
-Exit codes:
-  0  shown, or removed (also when there is nothing to remove)
-  1  refused (lock held), no such step or stage, or a file could not be removed
-  2  usage"
-)]
-pub struct Reset {
-    /// The host root mount (`/` on the node itself, `/root` in an agent pod).
-    #[arg(value_parser = absolute)]
-    root: PathBuf,
-    /// The package directory as a host path: reset its steps (all of them unless --stage or
-    /// --step narrows it).
-    #[arg(value_parser = absolute, conflicts_with_all = ["package", "interrupt"])]
-    copy_dir: Option<PathBuf>,
-    /// With COPY_DIR: only the steps of this stage MODE.
-    #[arg(long, value_name = "MODE", requires = "copy_dir")]
-    stage: Option<String>,
-    /// With COPY_DIR: only this step (its path in config.json).
-    #[arg(long, value_name = "PATH", requires = "copy_dir")]
-    step: Option<String>,
-    /// Every step marker of this package, without its package directory.
-    #[arg(long, value_name = "NAME", conflicts_with = "interrupt", value_parser = package_name)]
-    package: Option<String>,
-    /// With --package: only this version (default: every version).
-    #[arg(long, value_name = "VERSION", requires = "package", value_parser = package_version)]
-    package_version: Option<String>,
-    /// The interrupt markers of this resource ID (<prefix>_<package>_<version>).
-    #[arg(long, value_name = "RESOURCE_ID", value_parser = resource_id)]
-    interrupt: Option<ResourceId>,
-    /// With --interrupt: only this operation, `<type>_<index>` (e.g. node_restart_0).
-    #[arg(long, value_name = "OPERATION", requires = "interrupt", value_parser = operation)]
-    operation: Option<Operation>,
-    /// STATE as a host path, instead of SKYHOOK_ROOT_DIR or the one found on the host.
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    /// Remove the files; without it, only show them.
-    #[arg(long)]
-    yes: bool,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-}
-
-fn absolute(s: &str) -> Result<PathBuf, String> {
-    if s.starts_with('/') {
-        HostFs::clean(Path::new(s)).map_err(|e| e.to_string())
-    } else {
-        Err(format!("{s:?} is not absolute"))
-    }
-}
-
-// SPEC §5: every option that becomes a path component passes the one rule while the command
-// line is parsed, so a bad name is a usage error before anything is read or removed.
-fn package_name(s: &str) -> Result<String, NotAComponent> {
-    path_component("package name", s).map(|()| s.to_owned())
-}
-
-fn package_version(s: &str) -> Result<String, NotAComponent> {
-    path_component("package version", s).map(|()| s.to_owned())
-}
-
-fn resource_id(s: &str) -> Result<ResourceId, String> {
-    ResourceId::parse(s)
-        .and_then(|r| r.check_directory_name().map(|()| r))
-        .map_err(|e| e.to_string())
-}
-
-/// An interrupt operation, `<type>_<index>`: its markers are `<type>_<index>.<state>`.
-#[derive(Debug, Clone)]
-struct Operation {
-    name: String,
-    kind: String,
-    index: usize,
-}
-
-fn operation(s: &str) -> Result<Operation, String> {
-    path_component("operation", s).map_err(|e| e.to_string())?;
-    s.rsplit_once('_')
-        .and_then(|(k, i)| Some((k, i.parse::<usize>().ok()?)))
-        .filter(|(k, _)| !k.is_empty())
-        .map(|(kind, index)| Operation {
-            name: s.to_owned(),
-            kind: kind.to_owned(),
-            index,
-        })
-        .ok_or_else(|| format!("{s:?} is not <type>_<index> (e.g. node_restart_0)"))
-}
-
-const EXIT_FAILED: u8 = 1;
-const EXIT_USAGE: u8 = 2;
+use crate::cli::{Operation, Reset, Verbosity};
+use crate::output::{self, Failure};
 
 /// What one reset touches: the files of one package version (or interrupt resource).
 #[derive(Debug)]
@@ -165,51 +56,26 @@ struct Report {
     records: Vec<String>,
 }
 
-enum Failure {
-    Usage(String),
-    Failed(String),
-}
-
-pub fn run(args: &Reset) -> ExitCode {
-    let rt = match Runtime::from_env() {
-        Ok(rt) => rt,
-        Err(e) => return fail(&Failure::Failed(e.to_string())),
-    };
-    crate::init_logging(&rt);
-    match reset(&rt, args) {
+pub fn run(args: &Reset, verbosity: Verbosity) -> ExitCode {
+    let result = Runtime::from_env()
+        .map_err(|e| Failure::failed(e.to_string()))
+        .and_then(|rt| {
+            crate::logging::init(&rt, verbosity);
+            reset(&rt, args)
+        });
+    match result {
         Ok(report) => {
-            let text = match args.format {
-                Format::Json => {
-                    let mut s = serde_json::to_string_pretty(&report).expect("serializes");
-                    s.push('\n');
-                    s
-                }
-                Format::Text => render(&report),
-            };
-            Output::process().print(&text);
+            output::print_result(args.format, &report, || render(&report));
             ExitCode::SUCCESS
         }
-        Err(f) => fail(&f),
-    }
-}
-
-fn fail(f: &Failure) -> ExitCode {
-    match f {
-        Failure::Usage(m) => {
-            eprintln!("error: {m}\n\nFor more information, try 'agent reset --help'.");
-            ExitCode::from(EXIT_USAGE)
-        }
-        Failure::Failed(m) => {
-            eprintln!("agent reset failed: {m}");
-            ExitCode::from(EXIT_FAILED)
-        }
+        Err(f) => output::fail(args.format, &["reset"], "agent reset failed", &f),
     }
 }
 
 fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     let fs = HostFs::new(&args.root);
     let located =
-        super::state::locate_one(&fs, rt, args.state_dir.as_deref()).map_err(Failure::Usage)?;
+        super::state::locate_one(&fs, rt, args.state_dir.as_deref()).map_err(Failure::usage)?;
     let rt = located.runtime(rt);
     let what = if let Some(copy_dir) = &args.copy_dir {
         What::Steps(select_steps(&fs, copy_dir, args)?)
@@ -224,8 +90,8 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
             operation: args.operation.as_ref(),
         }
     } else {
-        return Err(Failure::Usage(
-            "say what to reset: COPY_DIR (with --stage or --step), --package or --interrupt".into(),
+        return Err(Failure::usage(
+            "say what to reset: COPY_DIR (with --stage or --step), --package or --interrupt",
         ));
     };
     let scope = what.scope();
@@ -236,7 +102,7 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     // meanwhile waits for the whole reset instead of skipping a step whose marker the reset
     // then removes.
     let refuse = |holder: &Holder| {
-        Failure::Failed(format!(
+        Failure::failed(format!(
             "refusing to reset {scope}: an agent is running it ({}, lock {}); wait for it to \
              finish (`agent status` shows it) and try again",
             describe(holder),
@@ -247,10 +113,10 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
         match locks::try_acquire(&fs, &lock, read_boot_id(&fs).ok().as_deref()) {
             Ok(TryLock::Acquired(guard)) => Some(guard),
             Ok(TryLock::Busy(holder)) => return Err(refuse(&holder)),
-            Err(e) => return Err(Failure::Failed(chain(&e))),
+            Err(e) => return Err(Failure::failed(chain(&e))),
         }
     } else {
-        match locks::holder(&fs, &lock).map_err(|e| Failure::Failed(chain(&e)))? {
+        match locks::holder(&fs, &lock).map_err(|e| Failure::failed(chain(&e)))? {
             Some(holder) => return Err(refuse(&holder)),
             None => None,
         }
@@ -350,14 +216,14 @@ fn select_steps(fs: &HostFs, copy_dir: &Path, args: &Reset) -> Result<Selected, 
     let config_path = package_dir.join("config.json");
     let (config, _warnings) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
         .map_err(|e| {
-        Failure::Failed(format!("loading {}: {}", config_path.display(), chain(&e)))
+        Failure::failed(format!("loading {}: {}", config_path.display(), chain(&e)))
     })?;
     let mode = match &args.stage {
         None => None,
         Some(m) => Some(m.parse::<Mode>().map_err(|_| {
-            Failure::Usage(format!(
+            Failure::usage(format!(
                 "--stage {m:?} is not a stage MODE{}",
-                crate::request::suggest_mode(m)
+                crate::cli::suggest_mode(m)
                     .map(|s| format!("; did you mean {s}?"))
                     .unwrap_or_default()
             ))
@@ -383,7 +249,7 @@ fn select_steps(fs: &HostFs, copy_dir: &Path, args: &Reset) -> Result<Selected, 
             .filter(|(m, _)| mode.is_none_or(|want| **m == want))
             .flat_map(|(_, s)| s.iter().map(|s| s.path.clone()))
             .collect();
-        return Err(Failure::Failed(match &args.step {
+        return Err(Failure::failed(match &args.step {
             Some(p) => format!(
                 "no step {p:?} in {where_}; its steps: {}",
                 if known.is_empty() {
@@ -520,8 +386,8 @@ fn remove_and_record(
         }
     }
     let record = RunRecord {
-        agent_version: crate::version().to_owned(),
-        git_sha: crate::GIT_SHA.to_owned(),
+        agent_version: crate::version::version().to_owned(),
+        git_sha: crate::version::GIT_SHA.to_owned(),
         mode: RESET_MODE.to_owned(),
         resource_id: t.resource_id.clone(),
         package: t.package.clone(),
@@ -540,10 +406,10 @@ fn remove_and_record(
     let path = results::path(&rt.state_dir, &t.package, &t.version, RESET_MODE);
     let written = results::write(fs, &path, &record);
     if let Some(e) = error {
-        return Err(Failure::Failed(e));
+        return Err(Failure::failed(e));
     }
     written.map_err(|e| {
-        Failure::Failed(format!(
+        Failure::failed(format!(
             "the files were removed, but recording it in {} failed: {}",
             path.display(),
             chain(&e)
@@ -556,13 +422,13 @@ fn remove_and_record(
 /// (a reset never removes through links or removes directories).
 fn present(fs: &HostFs, path: &Path) -> Result<bool, Failure> {
     fs.is_file(path)
-        .map_err(|e| Failure::Failed(format!("checking {}: {}", path.display(), chain(&e))))
+        .map_err(|e| Failure::failed(format!("checking {}: {}", path.display(), chain(&e))))
 }
 
 fn list(fs: &HostFs, dir: &Path) -> Result<Vec<String>, Failure> {
     Ok(fs
         .list_dir(dir)
-        .map_err(|e| Failure::Failed(format!("listing {}: {}", dir.display(), chain(&e))))?
+        .map_err(|e| Failure::failed(format!("listing {}: {}", dir.display(), chain(&e))))?
         .into_iter()
         .filter(|n| !is_temp_name(n))
         .collect())

@@ -2,10 +2,8 @@
 //! (SPEC §1.4).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_core::exec::Output;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
 use agent_core::state::locks::Holder;
@@ -13,42 +11,8 @@ use agent_core::state::results::RunRecord;
 use agent_core::state::status::{self, HostStatus, InterruptStatus, StatusError, Verdict};
 use serde::Serialize;
 
-use super::interrupts::Format;
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "\
-The first line is the verdict: `status: done | running | reboot-pending | stopped | reset |
-failed | error | not-started`. Then, for each state directory, each package and interrupt
-resource with its own verdict, and last `errors:`: what failed (step, exit code, log file,
-results record, the last lines of its output) and state that cannot be read.
-
-State directory (as for plan, reset and logs): --state-dir, else SKYHOOK_ROOT_DIR, else every
-directory of the operator's layout (/var/lib/skyhook/<name>, logs in /var/log/skyhook/<name>)
-and the legacy default /etc/skyhook that holds state. The `state:` line says which, and how it
-was chosen (`state_source` in JSON).
-
-Environment: SKYHOOK_ROOT_DIR, SKYHOOK_LOG_DIR, SKYHOOK_REBOOT_MAX_ATTEMPTS (for `attempts n of
-N`).
-
-Exit codes:
-  0  done, not-started, running, reboot-pending or stopped (a run stopped by a signal)
-  1  failed (the last run failed), reset (it failed, was reset and has not run since), or
-     error (the loop guard will refuse a reboot, a run ended without recording its result,
-     or state cannot be read)
-  2  usage")]
-pub struct Status {
-    /// The host root mount (`/` on the node itself, `/root` in an agent pod).
-    root: PathBuf,
-    /// STATE as a host path (e.g. /var/lib/skyhook/sk1), instead of SKYHOOK_ROOT_DIR or the
-    /// directories found on the host.
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, conflicts_with = "format")]
-    json: bool,
-}
+use crate::cli::{Status, Verbosity};
+use crate::output::{self, Failure};
 
 /// The whole answer, as `--format json` prints it.
 #[derive(Debug, Serialize)]
@@ -70,25 +34,18 @@ struct Found {
     line: String,
 }
 
-const EXIT_FAILED: u8 = 1;
-const EXIT_USAGE: u8 = 2;
-
-pub fn run(args: &Status) -> ExitCode {
+pub fn run(args: &Status, verbosity: Verbosity) -> ExitCode {
+    let format = args.format();
+    let fail = |f: Failure| output::fail(format, &["status"], "agent status failed", &f);
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
-        Err(e) => {
-            crate::eprint_out(&format!("agent status failed: {e}\n"));
-            return ExitCode::from(EXIT_FAILED);
-        }
+        Err(e) => return fail(Failure::failed(e.to_string())),
     };
-    crate::init_logging(&rt);
+    crate::logging::init(&rt, verbosity);
     let fs = HostFs::new(&args.root);
     let located = match super::state::locate(&fs, &rt, args.state_dir.as_deref()) {
         Ok(located) => located,
-        Err(e) => {
-            crate::eprint_out(&format!("error: {e}\n"));
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(e) => return fail(Failure::usage(e)),
     };
     let states: Vec<Found> = located
         .into_iter()
@@ -106,16 +63,9 @@ pub fn run(args: &Status) -> ExitCode {
             .collect(),
         states,
     };
-    let text = if args.json || args.format == Format::Json {
-        let mut s = serde_json::to_string_pretty(&report).expect("the status serializes");
-        s.push('\n');
-        s
-    } else {
-        render(&report)
-    };
-    Output::process().print(&text);
+    output::print_result(format, &report, || render(&report));
     if report.status.is_failure() {
-        ExitCode::from(EXIT_FAILED)
+        ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }

@@ -1,22 +1,13 @@
 //! `agent validate COPY_DIR`: lint a package directory offline (SPEC §1.4, §7).
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agent_core::exec::Output;
 use agent_core::package::config::{self as package, Finding, PackageConfig, Severity};
 use serde::Serialize;
 
-use super::interrupts::Format;
-
-#[derive(Debug, clap::Args)]
-pub struct Validate {
-    /// The package directory (holding config.json, skyhook_dir/, configmaps/), on this machine.
-    copy_dir: PathBuf,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-}
+use crate::cli::Validate;
+use crate::output;
 
 #[derive(Debug, Serialize)]
 struct Report {
@@ -65,15 +56,7 @@ pub fn run(args: &Validate) -> ExitCode {
         version: identity.map(|(_, v)| v),
         findings,
     };
-    let text = match args.format {
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&report).expect("the report serializes");
-            s.push('\n');
-            s
-        }
-        Format::Text => render(&report),
-    };
-    Output::process().print(&text);
+    output::print_result(args.format, &report, || render(&report));
     if report.valid {
         ExitCode::SUCCESS
     } else {

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{
-    AgentCmd, BOOT_ID, BOOT_ID_FILE, CALLS_LOG, COPY_DIR, HOST_TAG_VAR, Package, RAN_LOG, Run,
-    Step, sha256_hex,
+    AgentCmd, BOOT_ID, BOOT_ID_FILE, CALLS_LOG, COPY_DIR, HOST_TAG_VAR, INTERRUPT_FLAGS, Package,
+    RAN_LOG, Run, Step, sha256_hex,
 };
 
 /// Busybox applets linked into `<ROOT>/bin` (never `reboot`, `halt` or `poweroff`).
@@ -286,6 +286,19 @@ impl FakeHost {
     /// `agent MODE ROOT COPY_DIR` with the base environment.
     pub fn stage(&self, mode: &str) -> Run {
         self.run(mode, &[])
+    }
+
+    /// A reboot of resource `abc_pkg_1.0.0` requested in this boot, `attempts` times: its
+    /// `node_restart_0` pending and attempts markers.
+    pub fn write_pending_reboot(&self, attempts: u32) {
+        self.write(
+            &format!("{INTERRUPT_FLAGS}/node_restart_0.pending"),
+            format!("boot-id:{BOOT_ID}\n"),
+        );
+        self.write(
+            &format!("{INTERRUPT_FLAGS}/node_restart_0.attempts"),
+            format!("boot-id:{BOOT_ID}\nattempts:{attempts}\n"),
+        );
     }
 
     /// Install an apply whose first step, `held.sh`, writes `/var/tmp/started`, waits for

@@ -18,6 +18,7 @@ mod host;
 mod logfmt;
 mod package;
 mod reliability;
+pub mod schema;
 
 pub use agent::*;
 pub use formats::*;
@@ -61,6 +62,34 @@ pub const BASE_ENV: [(&str, &str); 7] = [
     ("COPY_RESOLV", "false"),
     ("SKYHOOK_ROOT_DIR", "/var/lib/skyhook/sk1"),
     ("SKYHOOK_LOG_DIR", "/var/log/skyhook/sk1"),
+];
+
+/// The MODEs of SPEC §1.1, in its order.
+pub const MODES: &[&str] = &[
+    "apply",
+    "apply-check",
+    "config",
+    "config-check",
+    "upgrade",
+    "upgrade-check",
+    "uninstall",
+    "uninstall-check",
+    "post-interrupt",
+    "post-interrupt-check",
+    "interrupt",
+];
+
+/// The subcommands (SPEC §1.4) and `help`, as `agent --help` lists them.
+pub const SUBCOMMANDS: &[&str] = &[
+    "interrupts",
+    "validate",
+    "plan",
+    "status",
+    "reset",
+    "try",
+    "completions",
+    "man",
+    "help",
 ];
 
 /// A hung agent fails its test after this long instead of hanging CI.

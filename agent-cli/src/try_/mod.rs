@@ -1,10 +1,6 @@
 //! `agent try PACKAGE_DIR`: a package's whole lifecycle in a throwaway copy-on-write sandbox of
 //! a host root, and what it changed there (docs/try.md).
 //!
-//! A crate of its own, the package author's tool: the `agent` binary links it with its default
-//! feature `try` (`agent try` parses into [`Try`] and calls [`run`]); the node image is built
-//! without it.
-//!
 //! Three processes:
 //! - `agent try` (this module's [`run`]) checks the input, starts the sandbox, waits for it
 //!   (any stop signal discards it at once) and prints the report;
@@ -40,61 +36,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_core::Interrupt;
-use agent_core::exec::Output;
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::Mode;
 use serde::{Deserialize, Serialize};
 
-/// The stages run when `--stages` is not given.
-const DEFAULT_STAGES: &str = "apply,apply-check,config,config-check";
+use crate::cli::{Format, Try, Verbosity};
+use crate::output::{self, Failure};
 
 /// The operator's names inside the sandbox (SPEC §13), for the skyhook `try`.
 const STATE_DIR: &str = "/var/lib/skyhook/try";
 const LOG_DIR: &str = "/var/log/skyhook/try";
-
-#[derive(Debug, clap::Args)]
-pub struct Try {
-    /// The package directory (config.json, skyhook_dir/, configmaps/, root_dir/).
-    #[arg(required_unless_present_any = ["sandbox", "stage"])]
-    package_dir: Option<PathBuf>,
-    /// The host root to use as the read-only lower layer.
-    #[arg(long, value_name = "LOWER", default_value = "/")]
-    root: PathBuf,
-    /// Comma-separated stages to run before the interrupts.
-    #[arg(long, value_name = "LIST", default_value = DEFAULT_STAGES)]
-    stages: String,
-    /// An interrupt payload as JSON (e.g. '{"type":"node_restart"}'), followed by
-    /// post-interrupt and post-interrupt-check; repeatable.
-    #[arg(long = "interrupt", value_name = "JSON")]
-    interrupts: Vec<String>,
-    /// Install FILE as configMap key NAME (COPY_DIR/configmaps/NAME); repeatable.
-    #[arg(long = "configmap", value_name = "NAME=FILE")]
-    configmaps: Vec<String>,
-    /// Set an environment variable for the stages (the package's env); repeatable.
-    #[arg(long = "env", value_name = "K=V")]
-    env: Vec<String>,
-    /// Keep the upper layer, the stage outputs and report.json in DIR (new or empty).
-    #[arg(long, value_name = "DIR")]
-    keep: Option<PathBuf>,
-    /// Give the sandbox a new, empty network namespace (default: the host's network).
-    #[arg(long)]
-    no_network: bool,
-    /// One JSON document on stdout (fields in docs/try.md).
-    #[arg(long)]
-    json: bool,
-    /// Internal: run as the sandbox process with this spec file.
-    #[arg(long, hide = true, value_name = "SPEC")]
-    sandbox: Option<PathBuf>,
-    /// Internal: run as the stage runner of this MODE (in the sandbox).
-    #[arg(long, hide = true, value_name = "MODE", requires_all = ["copy_dir", "verdict_fd"])]
-    stage: Option<String>,
-    /// Internal: the stage runner's COPY_DIR.
-    #[arg(long, hide = true, value_name = "DIR")]
-    copy_dir: Option<String>,
-    /// Internal: the descriptor the stage runner writes its verdict to.
-    #[arg(long, hide = true, value_name = "FD")]
-    verdict_fd: Option<i32>,
-}
 
 /// What the sandbox needs, written by `agent try` and read by the sandbox process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,73 +86,73 @@ pub(crate) enum Item {
 /// Exit code of the sandbox process when its setup failed (it printed why).
 pub(crate) const SETUP_FAILED: i32 = 3;
 
-pub fn run(args: &Try) -> ExitCode {
-    if let Some(spec) = &args.sandbox {
-        return ExitCode::from(sandbox::enter(spec));
+/// The processes `agent try` starts of itself (see the module's documentation), which are no
+/// part of the command line people use: `try --sandbox SPEC` and `try --stage MODE --copy-dir
+/// DIR --verdict-fd FD`. `None` for any other command line.
+pub fn internal(args: &[OsString]) -> Option<ExitCode> {
+    let args: Vec<&str> = args.iter().map(|a| a.to_str()).collect::<Option<_>>()?;
+    match args.as_slice() {
+        ["try", "--sandbox", spec] => Some(ExitCode::from(sandbox::enter(Path::new(spec)))),
+        [
+            "try",
+            "--stage",
+            mode,
+            "--copy-dir",
+            copy_dir,
+            "--verdict-fd",
+            fd,
+        ] => {
+            let fd = fd.parse().ok()?;
+            Some(ExitCode::from(confine::run(mode, copy_dir, fd)))
+        }
+        _ => None,
     }
-    if let (Some(mode), Some(copy_dir), Some(fd)) = (&args.stage, &args.copy_dir, args.verdict_fd) {
-        return ExitCode::from(confine::run(mode, copy_dir, fd));
-    }
-    let out = Output::process();
+}
+
+pub fn run(args: &Try, verbosity: Verbosity) -> ExitCode {
+    let format = args.format();
+    let fail = |f: Failure| output::fail(format, &["try"], "agent try", &f);
     // Before anything is created: a stop signal from here on removes what was.
     let stopped = match StopFlag::install() {
         Ok(s) => s,
-        Err(msg) => {
-            out.eprint(&format!("agent try: {msg}\n"));
-            return ExitCode::from(1);
-        }
+        Err(msg) => return fail(Failure::failed(msg)),
     };
-    let spec = match prepare(args) {
+    let (spec, _scratch) = match prepare(args, verbosity) {
         Ok(p) => p,
-        Err(Bad::Usage(msg)) => {
-            out.eprint(&format!("agent try: {msg}\n"));
-            return ExitCode::from(2);
-        }
-        Err(Bad::Failed(msg)) => {
-            out.eprint(&format!("agent try: {msg}\n"));
-            return ExitCode::from(1);
-        }
+        Err(f) => return fail(f),
     };
-    let (spec, _scratch) = spec;
     match supervise(&spec, &stopped) {
-        Ok(ended) => finish(args, &spec, &ended),
-        Err(msg) => {
-            out.eprint(&format!("agent try: {msg}\n"));
-            ExitCode::from(1)
-        }
+        Ok(ended) => finish(format, &spec, &ended),
+        Err(msg) => fail(Failure::failed(msg)),
     }
 }
 
-enum Bad {
-    Usage(String),
-    Failed(String),
-}
-
 /// Check every argument and stage the scratch directory. Nothing is started before this passes.
-fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
-    let package_dir = args.package_dir.as_deref().unwrap_or(Path::new("."));
-    let package_dir = std::fs::canonicalize(package_dir)
-        .map_err(|e| Bad::Failed(format!("package directory {}: {e}", package_dir.display())))?;
+fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure> {
+    let package_dir = args.package_dir.as_path();
+    let package_dir = std::fs::canonicalize(package_dir).map_err(|e| {
+        Failure::failed(format!("package directory {}: {e}", package_dir.display()))
+    })?;
     let config_path = package_dir.join("config.json");
     let (config, _warnings) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
         .map_err(|e| {
-        Bad::Failed(format!(
+        Failure::failed(format!(
             "loading {}: {}",
             config_path.display(),
             agent_core::host::errors::Chain(&e)
         ))
     })?;
     let lower = std::fs::canonicalize(&args.root)
-        .map_err(|e| Bad::Failed(format!("lower root {}: {e}", args.root.display())))?;
+        .map_err(|e| Failure::failed(format!("lower root {}: {e}", args.root.display())))?;
     if !lower.is_dir() {
-        return Err(Bad::Failed(format!(
+        return Err(Failure::failed(format!(
             "lower root {} is not a directory",
             lower.display()
         )));
     }
     // overlayfs takes the layers as a comma- and colon-separated option string.
     if lower.to_string_lossy().contains([',', ':', '\\']) {
-        return Err(Bad::Failed(format!(
+        return Err(Failure::failed(format!(
             "lower root {}: overlayfs cannot take a path containing ',', ':' or '\\'",
             lower.display()
         )));
@@ -215,7 +166,7 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
         .filter(|s| !s.is_empty())
     {
         mode.parse::<Mode>().map_err(|_| {
-            Bad::Usage(format!(
+            Failure::usage(format!(
                 "--stages: unknown stage {mode:?} (one of apply, apply-check, config, \
                  config-check, upgrade, upgrade-check, uninstall, uninstall-check, \
                  post-interrupt, post-interrupt-check)"
@@ -227,11 +178,11 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
     }
     for payload in &args.interrupts {
         let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())
-            .map_err(|e| Bad::Usage(format!("--interrupt {payload}: {e}")))?;
+            .map_err(|e| Failure::usage(format!("--interrupt {payload}: {e}")))?;
         decoded
             .interrupt
             .validate_payload()
-            .map_err(|e| Bad::Usage(format!("--interrupt {payload}: {e}")))?;
+            .map_err(|e| Failure::usage(format!("--interrupt {payload}: {e}")))?;
         plan.push(Item::Interrupt {
             payload: decoded.interrupt.to_json(),
         });
@@ -242,7 +193,7 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
         }
     }
     if plan.is_empty() {
-        return Err(Bad::Usage("--stages: no stage to run".into()));
+        return Err(Failure::usage("--stages: no stage to run"));
     }
 
     let mut env = Vec::new();
@@ -251,8 +202,13 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
             Some((k, v)) if !k.is_empty() && !k.contains('\0') && !v.contains('\0') => {
                 env.push((k.to_owned(), v.to_owned()));
             }
-            _ => return Err(Bad::Usage(format!("--env {kv:?}: expected K=V"))),
+            _ => return Err(Failure::usage(format!("--env {kv:?}: expected K=V"))),
         }
+    }
+    // `-q`/`-v` set the level of the stages' diagnostics, over an `--env SKYHOOK_AGENT_LOG`.
+    if let Some(filter) = verbosity.filter() {
+        env.retain(|(k, _)| k != "SKYHOOK_AGENT_LOG");
+        env.push(("SKYHOOK_AGENT_LOG".to_owned(), filter.to_owned()));
     }
 
     let scratch = Scratch::new()?;
@@ -260,16 +216,16 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
     let cm_dir = scratch_path.join("configmaps");
     std::fs::create_dir(&cm_dir)
         .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
-        .map_err(|e| Bad::Failed(format!("creating {}: {e}", cm_dir.display())))?;
+        .map_err(|e| Failure::failed(format!("creating {}: {e}", cm_dir.display())))?;
     let mut configmaps = Vec::new();
     for nf in &args.configmaps {
         let Some((name, file)) = nf.split_once('=') else {
-            return Err(Bad::Usage(format!(
+            return Err(Failure::usage(format!(
                 "--configmap {nf:?}: expected NAME=FILE"
             )));
         };
         if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-            return Err(Bad::Usage(format!(
+            return Err(Failure::usage(format!(
                 "--configmap {nf:?}: NAME must be a single path component"
             )));
         }
@@ -282,7 +238,7 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
     } else {
         let dir = scratch_path.join("out");
         std::fs::create_dir(&dir)
-            .map_err(|e| Bad::Failed(format!("creating {}: {e}", dir.display())))?;
+            .map_err(|e| Failure::failed(format!("creating {}: {e}", dir.display())))?;
         (dir, false)
     };
 
@@ -311,22 +267,22 @@ fn prepare(args: &Try) -> Result<(Spec, Scratch), Bad> {
         &file,
         serde_json::to_vec(&spec).expect("the spec serializes"),
     )
-    .map_err(|e| Bad::Failed(format!("writing {}: {e}", file.display())))?;
+    .map_err(|e| Failure::failed(format!("writing {}: {e}", file.display())))?;
     Ok((spec, scratch))
 }
 
 /// Copy the `--configmap` file `file` to `dest`. Anything but a regular file (after links) is
 /// a usage error, refused before it is opened (SPEC §5): a FIFO would block the read forever.
-fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Bad> {
+fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Failure> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let failed = |e: std::io::Error| {
-        Bad::Failed(format!(
+        Failure::failed(format!(
             "--configmap {name}: reading {}: {e}",
             file.display()
         ))
     };
     let not_regular = |meta: &std::fs::Metadata| {
-        Bad::Usage(format!(
+        Failure::usage(format!(
             "--configmap {name}: {}: {}",
             file.display(),
             file_kind(meta.file_type())
@@ -347,7 +303,7 @@ fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Bad> {
         return Err(not_regular(&meta));
     }
     let mut to = std::fs::File::create_new(dest)
-        .map_err(|e| Bad::Failed(format!("creating {}: {e}", dest.display())))?;
+        .map_err(|e| Failure::failed(format!("creating {}: {e}", dest.display())))?;
     std::io::copy(&mut src, &mut to).map_err(failed)?;
     Ok(())
 }
@@ -376,16 +332,16 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// through a bind mount of LOWER, or of a directory in it, is inside. Each path is located in
 /// its filesystem (the mount's device and root, mountinfo); LOWER `/` takes every other path as
 /// outside (the keep directory is then one that LOWER holds, on purpose).
-fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
-    let failed = |e: String| Bad::Failed(format!("--keep {}: {e}", dir.display()));
+fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Failure> {
+    let failed = |e: String| Failure::failed(format!("--keep {}: {e}", dir.display()));
     let refuse = || {
-        Bad::Failed(format!(
+        Failure::failed(format!(
             "--keep {}: inside the lower root {}, which is never written",
             dir.display(),
             lower.display()
         ))
     };
-    let inside_lower = |p: &Path| -> Result<bool, Bad> {
+    let inside_lower = |p: &Path| -> Result<bool, Failure> {
         if lower == Path::new("/") {
             return Ok(false);
         }
@@ -433,10 +389,10 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Bad> {
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Result<Self, Bad> {
+    fn new() -> Result<Self, Failure> {
         let template = std::env::temp_dir().join("agent-try-XXXXXX");
         nix::unistd::mkdtemp(&template).map(Self).map_err(|e| {
-            Bad::Failed(format!(
+            Failure::failed(format!(
                 "creating a scratch directory {}: {e}",
                 template.display()
             ))
@@ -543,14 +499,12 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
     }
 }
 
-fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
-    let out = Output::process();
+fn finish(format: Format, spec: &Spec, ended: &Ended) -> ExitCode {
     // The sandbox rendered the report in both forms; it exists only if the lifecycle ran to
     // its end.
-    let report = std::fs::read(spec.out.join(if args.json {
-        "report.json"
-    } else {
-        "report.txt"
+    let report = std::fs::read(spec.out.join(match format {
+        Format::Json => "report.json",
+        Format::Text => "report.txt",
     }))
     .ok();
     let keep_note = if spec.keep {
@@ -558,44 +512,43 @@ fn finish(args: &Try, spec: &Spec, ended: &Ended) -> ExitCode {
     } else {
         String::new()
     };
-    match (ended, report) {
+    let message = match (ended, report) {
         (Ended::Exited(code), Some(report)) => {
-            out.print(&String::from_utf8_lossy(&report));
-            if *code == 0 {
+            output::print(&String::from_utf8_lossy(&report));
+            return if *code == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
-            }
+            };
         }
         (Ended::Exited(code), None) if *code == SETUP_FAILED => {
             // The sandbox said what was missing, on stderr.
-            ExitCode::from(1)
+            if format == Format::Json {
+                output::print(&output::error_document(
+                    "the sandbox could not be set up (stderr says why); nothing was run",
+                    1,
+                ));
+            }
+            return ExitCode::from(1);
         }
-        (Ended::Exited(code), None) => {
-            let mut msg = String::new();
-            let _ = write!(
-                msg,
-                "agent try: the sandbox ended before the lifecycle finished ({})",
-                describe_end(*code)
-            );
-            let _ = writeln!(msg, "; {}{keep_note}", not_verified(spec));
-            msg.push_str(&progress(spec));
-            out.eprint(&msg);
-            ExitCode::from(1)
-        }
+        (Ended::Exited(code), None) => format!(
+            "the sandbox ended before the lifecycle finished ({}); {}{keep_note}",
+            describe_end(*code),
+            not_verified(spec)
+        ),
         (Ended::Stopped(sig), _) => {
             let name = nix::sys::signal::Signal::try_from(*sig)
                 .map_or_else(|_| sig.to_string(), |s| s.as_str().to_owned());
-            let mut msg = format!(
-                "agent try: stopped by {name}: the sandbox and every process in it were \
-                 discarded; {}{keep_note}\n",
+            format!(
+                "stopped by {name}: the sandbox and every process in it were discarded; \
+                 {}{keep_note}",
                 not_verified(spec)
-            );
-            msg.push_str(&progress(spec));
-            out.eprint(&msg);
-            ExitCode::from(1)
+            )
         }
-    }
+    };
+    let code = output::fail(format, &["try"], "agent try", &Failure::failed(message));
+    output::eprint(&progress(spec));
+    code
 }
 
 /// What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never

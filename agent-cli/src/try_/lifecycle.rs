@@ -111,8 +111,7 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
         }
     }
     // Both forms, rendered here: `agent try` only prints one of them.
-    let mut json = serde_json::to_vec_pretty(&report).expect("the report serializes");
-    json.push(b'\n');
+    let json = crate::output::document(&report);
     let written = fs::write(
         Path::new(OUT).join("report.txt"),
         report::render(&report, spec),
