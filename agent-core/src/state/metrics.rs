@@ -355,8 +355,6 @@ impl PackageMetrics {
     /// the whole text in memory (about 1 KiB per step).
     pub fn render_into(&self, (agent_version, git_sha): (&str, &str), sink: &mut dyn fmt::Write) {
         let mut out = Text(sink);
-        let pkg = self.package.as_str();
-
         out.family(
             "skyhook_agent_build_info",
             "gauge",
@@ -367,7 +365,15 @@ impl PackageMetrics {
             &[("version", agent_version), ("git_sha", git_sha)],
             "1",
         );
+        self.render_status(&mut out);
+        self.render_stages(&mut out);
+        self.render_operations(&mut out);
+        self.render_interrupt_counters(&mut out);
+    }
 
+    /// The package's verdict and pending reboot after its last run.
+    fn render_status(&self, out: &mut Text<'_>) {
+        let pkg = self.package.as_str();
         if let Some(verdict) = &self.verdict {
             let name = "skyhook_agent_status";
             out.family(
@@ -391,7 +397,11 @@ impl PackageMetrics {
             );
             out.sample(name, &[("package", pkg)], if pending { "1" } else { "0" });
         }
+    }
 
+    /// Each stage's last run and the runs counted by result.
+    fn render_stages(&self, out: &mut Text<'_>) {
+        let pkg = self.package.as_str();
         let stage_labels = |stage: &str, s: &StageFigures| {
             vec![
                 ("package", pkg.to_owned()),
@@ -462,7 +472,11 @@ impl PackageMetrics {
                 out.sample_owned(name, &labels, &n.to_string());
             }
         }
+    }
 
+    /// The last run of each step and of each interrupt operation.
+    fn render_operations(&self, out: &mut Text<'_>) {
+        let pkg = self.package.as_str();
         let step_series: Vec<(Vec<(&str, String)>, &OperationFigures)> = self
             .steps
             .iter()
@@ -480,7 +494,7 @@ impl PackageMetrics {
                 })
             })
             .collect();
-        operation_families(&mut out, "skyhook_agent_step", "step", &step_series);
+        operation_families(out, "skyhook_agent_step", "step", &step_series);
 
         let op_series: Vec<(Vec<(&str, String)>, &OperationFigures)> = self
             .interrupts
@@ -500,12 +514,16 @@ impl PackageMetrics {
             })
             .collect();
         operation_families(
-            &mut out,
+            out,
             "skyhook_agent_interrupt_operation",
             "interrupt operation",
             &op_series,
         );
+    }
 
+    /// What each interrupt kind did, counted since the metrics state was created.
+    fn render_interrupt_counters(&self, out: &mut Text<'_>) {
+        let pkg = self.package.as_str();
         let counters: [(&str, &str, Counter); 3] = [
             (
                 "skyhook_agent_interrupt_operations_completed_total",
