@@ -52,13 +52,27 @@ while read -r _ _ _ _ point options _; do
     rest=${options#rw}
     mount -o "remount,bind,ro$rest" "$point" 2>/dev/null || [ "$point" != / ]
 done </proc/self/mountinfo
+# The repository and the agent's directory stay where they are when they are under /tmp (a
+# clone in /tmp): bound aside on a scratch tmpfs over /mnt, then moved back over the new /tmp.
+mount -t tmpfs docs-keep /mnt
+n=0
+for p in "$1" "$2"; do
+    case $p in /tmp/*) mkdir "/mnt/$n" && mount --rbind "$p" "/mnt/$n" ;; esac
+    n=$((n + 1))
+done
 mount -t tmpfs -o mode=1777 docs-tmp /tmp
+n=0
+for p in "$1" "$2"; do
+    case $p in /tmp/*) mkdir -p "$p" && mount --move "/mnt/$n" "$p" ;; esac
+    n=$((n + 1))
+done
+umount /mnt
 if [ -w / ] || [ -w "$1" ]; then
     echo "docs: / or $1 is still writable in the docs' mount namespace" >&2
     exit 1
 fi
 ) >&2 || exit 97
-cd "$1" && shift || exit 97
+cd "$1" && shift 2 || exit 97
 exec 2>&1 </dev/null
 "#;
 
@@ -216,14 +230,14 @@ const END: &str = "\x1edocs-end ";
 pub fn run_commands(commands: &[Shown]) -> Result<Vec<Ran>, String> {
     let root = repo();
     let agent = Path::new(env!("CARGO_BIN_EXE_agent"));
+    // Under /tmp they are kept (the prelude moves them over the new /tmp); /tmp itself cannot be.
     for (what, path) in [
         ("the repository", root.as_path()),
-        ("the agent binary", agent),
+        ("the agent binary's directory", agent.parent().unwrap()),
     ] {
-        if path.starts_with("/tmp") {
+        if path == Path::new("/tmp") {
             crate::util::cannot_run(&format!(
-                "{what} is under /tmp ({}), which the docs' commands get a fresh tmpfs for",
-                path.display()
+                "{what} is /tmp, which the docs' commands get a fresh tmpfs for"
             ));
         }
     }
@@ -250,6 +264,7 @@ pub fn run_commands(commands: &[Shown]) -> Result<Vec<Ran>, String> {
         .arg(&script)
         .arg("sh")
         .arg(&root)
+        .arg(agent.parent().unwrap())
         .run_program(Path::new("/usr/bin/unshare"));
     if run.code() == Some(97) {
         return Err(format!(
