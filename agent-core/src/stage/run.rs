@@ -259,11 +259,9 @@ pub async fn run_stage(
     finish_checks(cx, config, mode, &check_results).await
 }
 
-/// Give the memory freed since start-up back to the system before the steps run. Each step
-/// is started by `fork(2)` (the chroot needs code between fork and exec), which copies the
-/// page tables of every resident page of the agent, and the step's `exec` tears them down:
-/// the parse tree of a large package config, freed but still resident, would make every step
-/// of that package pay for it (about 0.1 ms per step per 4 MiB here).
+/// Give the memory freed since start-up back to the system before the steps run: the parse
+/// tree of a large package config, freed but still resident, would otherwise stay in the
+/// agent's resident memory (what the pod's memory accounting sees) for the whole stage.
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap memory to the system.
