@@ -29,6 +29,7 @@ use agent_core::host::boot::read_boot_id;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::identity::ResourceId;
+use agent_core::host::phases::{self, Phase};
 use agent_core::host::preflight;
 use agent_core::host::runtime::{LogFormat, Runtime};
 use agent_core::interrupt::runner::{self as interrupts, InterruptOutcome, InterruptSettings};
@@ -235,6 +236,11 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
         return ExitCode::SUCCESS;
     };
     let started = Instant::now();
+    // docs/performance.md: where the run's time went, for the benchmark.
+    let phase_times = std::env::var_os(phases::PHASE_TIMES_VAR);
+    if phase_times.is_some() {
+        phases::enable();
+    }
     let mut operations = Vec::new();
     exec::leftovers::adopt();
     let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut operations);
@@ -244,6 +250,15 @@ fn operator(mode: &str, root: &Path, copy_dir: &Path, data: Option<&str>) -> Exi
     // SPEC §8.4: what the operations left running is ended when the agent exits.
     exec::leftovers::end(rt.stop_grace);
     log_run_finished(&result, &operations, started);
+    if let Some(path) = phase_times {
+        if let Err(e) = phases::write(Path::new(&path)) {
+            warn!(
+                file = %Path::new(&path).display(),
+                error = %e,
+                "could not write the phase times"
+            );
+        }
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::from(EXIT_FAILED),
@@ -472,7 +487,7 @@ fn save_start(
         &timestamp::rfc3339_nano(started),
     );
     let file = run.record_path(rt);
-    results::write(fs, &file, &record).with_context(|| {
+    phases::time(Phase::Results, || results::write(fs, &file, &record)).with_context(|| {
         format!(
             "writing the results record {} at the start of the run",
             file.display()
@@ -511,10 +526,12 @@ fn save_results<T>(
         operations,
     };
     let file = run.record_path(rt);
-    if let Err(e) = results::write(fs, &file, &record) {
+    if let Err(e) = phases::time(Phase::Results, || results::write(fs, &file, &record)) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
-    metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
+    phases::time(Phase::Metrics, || {
+        metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
+    });
     record.operations
 }
 

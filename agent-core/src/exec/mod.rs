@@ -27,6 +27,8 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tracing::warn;
 
+use crate::host::phases::{self, Phase};
+
 /// Did an operation satisfy its execution policy?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -488,8 +490,10 @@ impl ProcessRunner {
     /// Start `spec` with `stdio` as its descriptors 0, 1, 2 (SPEC §8.4: its own process
     /// group, `execve` semantics, chroot and cwd), its group recorded before its program
     /// starts (SPEC §10: a killed agent leaves no group the next run cannot see). The pid.
+    /// The time the record took is added to `recording`.
     fn start(
         &self,
+        recording: &std::cell::Cell<Duration>,
         spec: &ProcessSpec,
         program: &str,
         stdio: [BorrowedFd<'_>; 3],
@@ -505,7 +509,14 @@ impl ProcessRunner {
                 .chain(spec.args.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(" ");
-            move |pid: i32| recorder.started(pid, &line)
+            move |pid: i32| {
+                let started = phases::start();
+                recorder.started(pid, &line);
+                phases::end(Phase::Record, started);
+                if let Some(started) = started {
+                    recording.set(recording.get() + started.elapsed());
+                }
+            }
         });
         let record = record.as_ref().map(|r| r as &dyn Fn(i32));
         spawn::spawn(&image, stdio, record).map_err(|source| match source.raw_os_error() {
@@ -561,9 +572,12 @@ impl Runner for ProcessRunner {
         // larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
         let (err_r, err_w) = output_pipe().map_err(spawn_err)?;
+        let spawning = phases::start();
         let (drain, wake) = relay::drain_pair().map_err(spawn_err)?;
         let started = Instant::now();
+        let recording = std::cell::Cell::new(Duration::ZERO);
         let spawned = self.start(
+            &recording,
             spec,
             &program,
             [dev_null().map_err(spawn_err)?, out_w.as_fd(), err_w.as_fd()],
@@ -572,6 +586,8 @@ impl Runner for ProcessRunner {
         // when the child's side closes.
         drop((out_w, err_w));
         let pid = spawned?;
+        phases::end_without(Phase::Spawn, spawning, recording.get());
+        let waiting = phases::start();
         // The relay writes the log through its own handle on the same open file.
         let mut log_error: Option<String> = None;
         let log = log.and_then(|file| match file.try_clone() {
@@ -703,8 +719,9 @@ impl Runner for ProcessRunner {
                 }
             }
         }
+        phases::end(Phase::Wait, waiting);
         if let Some(recorder) = &self.recorder {
-            recorder.finished();
+            phases::time(Phase::Record, || recorder.finished());
         }
         let (status, duration) = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");

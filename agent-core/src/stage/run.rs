@@ -14,6 +14,7 @@ use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
 use crate::host::errors::{StateFailure, state_err};
 use crate::host::fs::{HostFs, HostFsError, Links, Missing};
+use crate::host::phases::{self, Phase};
 use crate::host::runtime::Runtime;
 use crate::package::config::PackageConfig;
 use crate::package::step::{Mode, Step};
@@ -167,9 +168,13 @@ pub async fn run_stage(
             return Err(StageError::Stopped);
         }
         let step_markers = StepMarkers::new(&flags_dir, step);
-        let decision = decide_step(fs, mode, step, &step_markers, rt.always_run_step).map_err(
-            state_err(format!("checking the markers of step {:?}", step.path)),
-        )?;
+        let decision = phases::time(Phase::Decide, || {
+            decide_step(fs, mode, step, &step_markers, rt.always_run_step)
+        })
+        .map_err(state_err(format!(
+            "checking the markers of step {:?}",
+            step.path
+        )))?;
         debug!(
             path = %step.path,
             decision = if decision.runs() { "run" } else { "skip" },
@@ -180,10 +185,9 @@ pub async fn run_stage(
         match decision {
             Decision::SkipCompleted => {
                 info!(path = %step.path, "skipping completed step");
-                step_markers.complete_pair(fs).map_err(state_err(format!(
-                    "writing the markers of step {:?}",
-                    step.path
-                )))?;
+                phases::time(Phase::Markers, || step_markers.complete_pair(fs)).map_err(
+                    state_err(format!("writing the markers of step {:?}", step.path)),
+                )?;
                 report.push(OperationResult::skipped(&step.path, decision.reason()));
                 continue;
             }
@@ -232,14 +236,15 @@ pub async fn run_stage(
         } else if failure.is_none() {
             // SPEC §8.7: markers before log retention, so a cleanup failure never loses a
             // completion.
-            step_markers
-                .write(fs, step, SystemTime::now())
-                .map_err(state_err(format!(
-                    "writing the markers of step {:?}",
-                    step.path
-                )))?;
+            phases::time(Phase::Markers, || {
+                step_markers.write(fs, step, SystemTime::now())
+            })
+            .map_err(state_err(format!(
+                "writing the markers of step {:?}",
+                step.path
+            )))?;
         }
-        logs.prune(fs, &step.path).map_err(state_err(format!(
+        phases::time(Phase::Log, || logs.prune(fs, &step.path)).map_err(state_err(format!(
             "cleaning old logs of step {:?}",
             step.path
         )))?;
@@ -430,12 +435,10 @@ async fn run_step(
     };
     // SPEC §8.10: only a refused log path stops the stage; a log that cannot be created or
     // written leaves the step running without one.
-    let mut log = logs
-        .open(fs, &step.path, SystemTime::now())
-        .map_err(state_err(format!(
-            "creating the log of step {:?}",
-            step.path
-        )))?;
+    let mut log =
+        phases::time(Phase::Log, || logs.open(fs, &step.path, SystemTime::now())).map_err(
+            state_err(format!("creating the log of step {:?}", step.path)),
+        )?;
     // SPEC §1.5: a record before each step, and a heartbeat while it runs.
     info!(mode = %mode, path = %step.path, "step started");
     let running = cx.exec.run(&spec, log.file());
@@ -463,8 +466,11 @@ async fn run_step(
     };
     // The log is diagnostic output, not state (SPEC §5): it is not fsynced, so a step pays
     // only for the journal commits its two markers need.
-    let log_field = logs.close(&step.path, &log, outcome.log_error.as_deref());
-    drop(log);
+    let log_field = phases::time(Phase::Log, || {
+        let field = logs.close(&step.path, &log, outcome.log_error.as_deref());
+        drop(log);
+        field
+    });
 
     let accepted = matches!(outcome.termination, Termination::Exited(code) if step.returncodes.contains(&i64::from(code)));
     let status = if accepted && !outcome.timed_out {
