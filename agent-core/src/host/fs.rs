@@ -86,6 +86,9 @@ const TEMP_INFIX: &str = ".tmp.";
 #[derive(Debug, Clone)]
 pub struct HostFs {
     root: PathBuf,
+    /// ROOT, open, for the common case of a lookup (see `lookup.rs`): opened once rather
+    /// than for every file a run touches. Shared by the clones of one `HostFs`.
+    root_dir: std::sync::Arc<std::sync::OnceLock<OwnedFd>>,
 }
 
 /// The type of a directory entry, as `lstat(2)` sees it.
@@ -120,7 +123,10 @@ struct Target {
 
 impl HostFs {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            root_dir: std::sync::Arc::default(),
+        }
     }
 
     /// The ROOT mount itself.
@@ -506,6 +512,17 @@ impl HostFs {
             path: self.root.display().to_string(),
             source: errno.into(),
         })
+    }
+
+    /// ROOT, open once for the lifetime of this `HostFs` (and its clones).
+    fn root_dir(&self) -> Result<&OwnedFd, HostFsError> {
+        if let Some(fd) = self.root_dir.get() {
+            return Ok(fd);
+        }
+        let fd = self.open_root()?;
+        // Another thread may have opened it meanwhile: one of the two is kept.
+        let _ = self.root_dir.set(fd);
+        Ok(self.root_dir.get().expect("set above"))
     }
 
     /// Walk a cleaned host directory path, creating what is missing.
