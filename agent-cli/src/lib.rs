@@ -402,8 +402,10 @@ fn run_operator(
         let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let package_dir = join_under(root, &copy_dir);
         let config_path = package_dir.join("config.json");
-        let (config, warnings) =
-            PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
+        // The steps of this stage only: every rule is checked, but a large package's other
+        // modes are not held while its steps run.
+        let (mut config, warnings) =
+            PackageConfig::load_stage(&config_path, &package_dir.join("skyhook_dir"), mode)
                 .with_context(|| format!("loading {}", config_path.display()))?;
         for w in &warnings {
             warn!(file = %config_path.display(), "{w}");
@@ -443,6 +445,9 @@ fn run_operator(
         let result = stage::run_stage(&cx, &config, mode, operations)
             .await
             .map_err(anyhow::Error::from);
+        // The steps are done with: the memory of a large package's steps serves the results
+        // and the metrics written next instead of adding to them.
+        drop(std::mem::take(&mut config.modes));
         *operations = save_results(
             &fs,
             rt,

@@ -272,6 +272,22 @@ impl HostFs {
         read_bounded(file, bound, &target.host).map(Some)
     }
 
+    /// [`HostFs::read`] for a caller that parses the file as it reads it (a large state file
+    /// need not be held whole): the open file, at most `bound` bytes of it; `TooLarge` when it
+    /// is larger already.
+    pub fn open_bounded(
+        &self,
+        host_path: &Path,
+        bound: u64,
+    ) -> Result<Option<std::io::Take<File>>, HostFsError> {
+        let target = Self::split(host_path)?;
+        let Some(file) = self.open_file(host_path)? else {
+            return Ok(None);
+        };
+        check_bound(&file, bound, &target.host)?;
+        Ok(Some(file.take(bound)))
+    }
+
     /// Open an existing state file for reading: `Ok(None)` if it does not exist;
     /// `SymbolicLink` / `NotARegularFile` if something else is there. A fifo, socket or device
     /// is refused from its type, never opened (opening a fifo blocks, opening a device can
@@ -603,18 +619,27 @@ fn check_regular(fd: &OwnedFd, host: &Path) -> Result<(), HostFsError> {
 /// SPEC §5: the content of an open state file of at most `bound` bytes. The size is checked
 /// before reading and at most `bound + 1` bytes are read (the file may grow meanwhile, and
 /// files of `/proc` report no size), so memory never grows with the file.
-fn read_bounded(file: File, bound: u64, host: &Path) -> Result<Vec<u8>, HostFsError> {
-    let too_large = || HostFsError::TooLarge {
-        path: host.display().to_string(),
-        bound,
-    };
+/// `TooLarge` when `file` holds more than `bound` bytes; its size.
+fn check_bound(file: &File, bound: u64, host: &Path) -> Result<u64, HostFsError> {
     let size = file
         .metadata()
         .map_err(|source| io_source("inspecting", host, source))?
         .len();
     if size > bound {
-        return Err(too_large());
+        return Err(HostFsError::TooLarge {
+            path: host.display().to_string(),
+            bound,
+        });
     }
+    Ok(size)
+}
+
+fn read_bounded(file: File, bound: u64, host: &Path) -> Result<Vec<u8>, HostFsError> {
+    let too_large = || HostFsError::TooLarge {
+        path: host.display().to_string(),
+        bound,
+    };
+    let size = check_bound(&file, bound, host)?;
     let mut contents = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(bound.saturating_add(1))
         .read_to_end(&mut contents)

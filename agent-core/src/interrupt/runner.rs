@@ -376,7 +376,7 @@ impl Run {
             decision = if succeeded { "succeeded" } else { "failed" },
             "operation finished"
         );
-        let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field)
+        let result = OperationResult::ran(&text, reason.to_owned(), &outcome, succeeded, log_field)
             .with_id(format!("{}_{index}", self.type_name));
         self.push(
             OperationRecord::Ran {

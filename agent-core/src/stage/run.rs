@@ -161,6 +161,9 @@ pub async fn run_stage(
         steps.iter().map(|step| step.path.as_str()),
     );
     let mut check_results: Vec<CheckResult> = Vec::new();
+    // One result per step: sized once, not doubled as it grows (a large package's record
+    // would otherwise hold up to twice the room it needs, and both copies while it grows).
+    report.reserve_exact(steps.len());
     release_free_memory();
 
     for step in steps {
