@@ -367,7 +367,6 @@ fn split_rows(
     for (phase, _, each) in first {
         let values = of(phase);
         let (baseline, baseline_is) = match phase.as_str() {
-            "spawn" => (None, ""),
             "wait" => (
                 Some(median(&floor_exec)),
                 "floor: fork+chroot+exec the step and wait for it",
