@@ -36,6 +36,7 @@ use agent_core::host::boot::read_boot_id;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::identity::ResourceId;
+use agent_core::host::phases::{self, Phase};
 use agent_core::host::preflight;
 use agent_core::host::runtime::Runtime;
 use agent_core::interrupt::runner::{self as interrupts, InterruptOutcome, InterruptSettings};
@@ -226,6 +227,11 @@ fn operator(
         return ExitCode::SUCCESS;
     };
     let started = Instant::now();
+    // docs/performance.md: where the run's time went, for the benchmark.
+    let phase_times = std::env::var_os(phases::PHASE_TIMES_VAR);
+    if phase_times.is_some() {
+        phases::enable();
+    }
     let mut out = summary::RunOut::default();
     exec::leftovers::adopt();
     let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut out);
@@ -235,6 +241,15 @@ fn operator(
     // SPEC §8.4: what the operations left running is ended when the agent exits.
     exec::leftovers::end(rt.stop_grace);
     log_run_finished(&result, &out.operations, started);
+    if let Some(path) = phase_times {
+        if let Err(e) = phases::write(Path::new(&path)) {
+            warn!(
+                file = %Path::new(&path).display(),
+                error = %e,
+                "could not write the phase times"
+            );
+        }
+    }
     // SPEC §1.5: the last lines of a run that did not succeed say what to look at.
     if let Err(e) = &result {
         summary::log(mode, e, is_stop(e), &out);
@@ -375,8 +390,10 @@ fn run_operator(
         let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         let package_dir = join_under(root, &copy_dir);
         let config_path = package_dir.join("config.json");
-        let (config, warnings) =
-            PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
+        // The steps of this stage only: every rule is checked, but a large package's other
+        // modes are not held while its steps run.
+        let (mut config, warnings) =
+            PackageConfig::load_stage(&config_path, &package_dir.join("skyhook_dir"), mode)
                 .with_context(|| format!("loading {}", config_path.display()))?;
         for w in &warnings {
             warn!(file = %config_path.display(), "{w}");
@@ -425,6 +442,9 @@ fn run_operator(
         let result = stage::run_stage(&cx, &config, mode, &mut out.operations)
             .await
             .map_err(anyhow::Error::from);
+        // The steps are done with: the memory of a large package's steps serves the results
+        // and the metrics written next instead of adding to them.
+        drop(std::mem::take(&mut config.modes));
         out.operations = save_results(
             &fs,
             rt,
@@ -469,7 +489,7 @@ fn save_start(
         &timestamp::rfc3339_nano(started),
     );
     let file = run.record_path(rt);
-    results::write(fs, &file, &record).with_context(|| {
+    phases::time(Phase::Results, || results::write(fs, &file, &record)).with_context(|| {
         format!(
             "writing the results record {} at the start of the run",
             file.display()
@@ -508,10 +528,12 @@ fn save_results<T>(
         operations,
     };
     let file = run.record_path(rt);
-    if let Err(e) = results::write(fs, &file, &record) {
+    if let Err(e) = phases::time(Phase::Results, || results::write(fs, &file, &record)) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
-    metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
+    phases::time(Phase::Metrics, || {
+        metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
+    });
     record.operations
 }
 

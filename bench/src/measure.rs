@@ -173,6 +173,45 @@ pub fn durable_write(dir: &Path, dir_handle: &File, name: &str, contents: &[u8])
     dir_handle.sync_all()
 }
 
+/// The variable naming the file where the agent writes its phase times when it exits
+/// (agent-core `host::phases`).
+pub const PHASE_TIMES_VAR: &str = "SKYHOOK_AGENT_PHASE_TIMES";
+
+/// One line of the agent's phase times: `<phase> <count> <total nanoseconds>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseTime {
+    pub name: String,
+    pub count: u64,
+    pub total: Duration,
+}
+
+/// The phase times the agent wrote to `path` (see [`PHASE_TIMES_VAR`]); `None` when it wrote
+/// none (a build that does not time its phases).
+pub fn read_phases(path: &Path) -> anyhow::Result<Option<Vec<PhaseTime>>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("reading the agent's phase times {}", path.display()));
+        }
+    };
+    text.lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [name, count, nanos] = fields[..] else {
+                bail!("{}: malformed line {line:?}", path.display());
+            };
+            Ok(PhaseTime {
+                name: name.to_owned(),
+                count: count.parse()?,
+                total: Duration::from_nanos(nanos.parse()?),
+            })
+        })
+        .collect::<anyhow::Result<_>>()
+        .map(Some)
+}
+
 /// The median of `values` (the mean of the two middle ones for an even count).
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();

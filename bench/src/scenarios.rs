@@ -6,7 +6,7 @@ use std::io::{Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 
@@ -192,10 +192,15 @@ pub fn steps(b: &mut Bench, n: usize, rerun: bool) -> anyhow::Result<()> {
     let marker_dir = |d: &crate::host::RunDirs| b.host.real(&d.state).join("baseline");
     #[allow(clippy::cast_precision_loss, reason = "step counts are small")]
     let per_step = |d: std::time::Duration| ms(d) / n as f64;
+    let name = format!("b.steps-{n}{}", if rerun { "-rerun" } else { "" });
     let mut populated = false;
     let mut shell = Vec::new();
     let mut floor = Vec::new();
     let mut agent = Vec::new();
+    // Where the time of each timed run went, ms per step: the agent's phases (its own
+    // timing, SKYHOOK_AGENT_PHASE_TIMES), and the floor's two parts.
+    let mut agent_split: Vec<Vec<(String, f64, f64)>> = Vec::new();
+    let mut floor_split: Vec<[f64; 2]> = Vec::new();
     for i in 0..=b.runs {
         let mut order = [0, 1, 2];
         order.rotate_left(i % 3);
@@ -223,21 +228,46 @@ pub fn steps(b: &mut Bench, n: usize, rerun: bool) -> anyhow::Result<()> {
                     let dir = marker_dir(&d);
                     std::fs::create_dir_all(&dir)?;
                     let handle = File::open(&dir)?;
+                    let (mut exec, mut writes) = (Duration::ZERO, Duration::ZERO);
                     let started = Instant::now();
                     for path in &pkg.steps {
+                        let at = Instant::now();
                         let mut cmd = b.host.step(&pkg, path);
                         cmd.stdout(Stdio::null()).stderr(Stdio::null());
                         let child = cmd.spawn().with_context(|| format!("spawning {path}"))?;
                         let reaped = measure::reap(&child)?;
                         ensure!(reaped.success(), "{path}: {}", reaped.describe());
+                        let written = Instant::now();
                         measure::durable_write(&dir, &handle, &format!("{path}.a"), MARKER)?;
                         measure::durable_write(&dir, &handle, &format!("{path}.b"), MARKER)?;
+                        exec += written - at;
+                        writes += written.elapsed();
                     }
-                    per_step(started.elapsed())
+                    let wall = per_step(started.elapsed());
+                    if i > 0 {
+                        floor_split.push([per_step(exec), per_step(writes)]);
+                    }
+                    wall
                 }
                 _ => {
-                    let cmd = b.host.agent_stage(&b.agent, "apply", &pkg, &d.env());
+                    // A file per run: an agent that does not time its phases (an older
+                    // build) leaves none, and then there is no split.
+                    let phase_file = b.host.work.join(format!("phases-{name}-{i}.txt"));
+                    let mut cmd = b.host.agent_stage(&b.agent, "apply", &pkg, &d.env());
+                    cmd.env(measure::PHASE_TIMES_VAR, &phase_file);
                     let sample = b.agent_run(cmd)?;
+                    if let Some(phases) = measure::read_phases(&phase_file)?.filter(|_| i > 0) {
+                        agent_split.push(
+                            phases
+                                .into_iter()
+                                .map(|p| {
+                                    #[allow(clippy::cast_precision_loss, reason = "small counts")]
+                                    let each = p.count as f64 / n as f64;
+                                    (p.name, per_step(p.total), each)
+                                })
+                                .collect(),
+                        );
+                    }
                     if rerun && !populated {
                         // A node that has run this stage before keeps five logs per step
                         // (SPEC §8.10): from now on every run creates one and retention
@@ -254,7 +284,6 @@ pub fn steps(b: &mut Bench, n: usize, rerun: bool) -> anyhow::Result<()> {
             }
         }
     }
-    let name = format!("b.steps-{n}{}", if rerun { "-rerun" } else { "" });
     let when = if rerun {
         "rerun on a node with the markers and five logs per step already there"
     } else {
@@ -282,7 +311,7 @@ pub fn steps(b: &mut Bench, n: usize, rerun: bool) -> anyhow::Result<()> {
         ),
     });
     b.rows.push(Row {
-        scenario: name,
+        scenario: name.clone(),
         metric: "vs syscall floor".into(),
         unit: "ms",
         agent: median(&agent),
@@ -294,7 +323,80 @@ pub fn steps(b: &mut Bench, n: usize, rerun: bool) -> anyhow::Result<()> {
         runs: b.runs,
         note: format!("floor range {} ms", spread(&floor)),
     });
+    split_rows(b, &name, &agent, &agent_split, &floor_split);
     Ok(())
+}
+
+/// The split of (b)'s per-step time: each phase of the agent's (median over the runs of ms
+/// per step), what its phases do not cover, and the floor's two parts beside the agent's
+/// nearest equivalents, so that a regression names its phase.
+fn split_rows(
+    b: &mut Bench,
+    name: &str,
+    agent_wall: &[f64],
+    agent_split: &[Vec<(String, f64, f64)>],
+    floor_split: &[[f64; 2]],
+) {
+    let Some(first) = agent_split.first() else {
+        return;
+    };
+    let of = |phase: &str| -> Vec<f64> {
+        agent_split
+            .iter()
+            .map(|run| {
+                run.iter()
+                    .find(|(p, ..)| p == phase)
+                    .map_or(0.0, |(_, ms, _)| *ms)
+            })
+            .collect()
+    };
+    let floor_exec: Vec<f64> = floor_split.iter().map(|s| s[0]).collect();
+    let floor_writes: Vec<f64> = floor_split.iter().map(|s| s[1]).collect();
+    let wall = median(agent_wall);
+    let row = |metric: String, agent: f64, baseline: Option<f64>, baseline_is: &str| Row {
+        scenario: name.to_owned(),
+        metric,
+        unit: "ms",
+        agent,
+        baseline,
+        baseline_is: baseline_is.to_owned(),
+        target: Target::None,
+        runs: agent_split.len(),
+        note: format!("{:.0} % of the agent's wall per step", 100.0 * agent / wall),
+    };
+    for (phase, _, each) in first {
+        let values = of(phase);
+        let (baseline, baseline_is) = match phase.as_str() {
+            "wait" => (
+                Some(median(&floor_exec)),
+                "floor: fork+chroot+exec the step and wait for it",
+            ),
+            "markers" => (Some(median(&floor_writes)), "floor: the two durable writes"),
+            _ => (None, ""),
+        };
+        let mut r = row(
+            format!("split: {phase}"),
+            median(&values),
+            baseline,
+            baseline_is,
+        );
+        r.note = format!("{}; {each:.2} per step", r.note);
+        b.rows.push(r);
+    }
+    let other: Vec<f64> = agent_split
+        .iter()
+        .zip(agent_wall)
+        .map(|(run, wall)| wall - run.iter().map(|(_, ms, _)| ms).sum::<f64>())
+        .collect();
+    b.rows
+        .push(row("split: other".to_owned(), median(&other), None, ""));
+    if let Some(last) = b.rows.last_mut() {
+        last.note = format!(
+            "{}; what no phase covers: process start-up and exit, config, pre-flight, locks, \
+             START, the decisions' bookkeeping",
+            last.note
+        );
+    }
 }
 
 /// Four older logs per step beside the one the warm-up run wrote.

@@ -234,8 +234,8 @@ fn a_lock_held_by_an_agent_killed_with_sigkill_does_not_block_the_next_one() {
             .starts_with(&format!("pid={killed_pid} ")),
         "the lock names its holder"
     );
-    // The agent records the step's process group right after starting it; the kill comes
-    // after that (see the open defect in docs/reliability.md about the instant between).
+    // The agent records the step's process group before the step's program starts (the
+    // step has written its file by now), so the kill comes after the record.
     assert!(
         eventually(Duration::from_secs(10), || host
             .read_string(PACKAGE_LOCK)

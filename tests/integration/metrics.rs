@@ -652,3 +652,58 @@ fn after_the_demo_the_sandbox_has_metrics_and_status_shows_the_step_figures() {
         "{status:?}"
     );
 }
+
+/// docs/performance.md: `SKYHOOK_AGENT_PHASE_TIMES` names a file (outside ROOT) where the
+/// agent writes, when it exits, the total time of each phase of its operations; the
+/// benchmark reads it to split a step's cost.
+#[test]
+fn the_phase_times_file_counts_each_phase_of_every_step() {
+    let host = FakeHost::new();
+    host.install(&two_steps());
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("phases.txt");
+    let run = apply(
+        &host,
+        &[("SKYHOOK_AGENT_PHASE_TIMES", file.to_str().unwrap())],
+    );
+    run.assert_success();
+    let text = std::fs::read_to_string(&file).expect("the phase times file");
+    let phases: Vec<(&str, u64, u64)> = text
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let [name, count, nanos] = fields[..] else {
+                panic!("malformed line {line:?} in {text:?}")
+            };
+            (name, count.parse().unwrap(), nanos.parse().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = phases.iter().map(|p| p.0).collect();
+    assert_eq!(
+        names,
+        [
+            "spawn", "record", "wait", "decide", "markers", "log", "results", "metrics"
+        ]
+    );
+    let count = |name: &str| phases.iter().find(|p| p.0 == name).unwrap().1;
+    // Two steps: each spawned, waited for, decided, marked; its group recorded and cleared;
+    // its log opened, closed and pruned. The results record at the start and at the end.
+    assert_eq!(
+        [
+            count("spawn"),
+            count("wait"),
+            count("decide"),
+            count("markers")
+        ],
+        [2, 2, 2, 2],
+        "{text}"
+    );
+    assert_eq!(count("record"), 4, "{text}");
+    assert_eq!(count("log"), 6, "{text}");
+    assert_eq!(count("results"), 2, "{text}");
+    assert_eq!(count("metrics"), 1, "{text}");
+    assert!(
+        phases.iter().all(|p| p.1 == 0 || p.2 > 0),
+        "a counted phase took no time: {text}"
+    );
+}

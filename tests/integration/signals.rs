@@ -418,7 +418,7 @@ fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
     let first_pid = first.pid();
     host.wait_for(STARTED, Duration::from_secs(20));
     let orphan: u32 = host.read_string("var/tmp/held.pid").trim().parse().unwrap();
-    // The agent records the group right after starting the step; the kill comes after that.
+    // The agent records the group before the step starts; the kill comes after that.
     let lock = format!("{STATE}/locks/pkg.lock");
     assert!(
         eventually(Duration::from_secs(10), || host
@@ -432,7 +432,14 @@ fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
     assert_eq!(killed.code(), None, "{killed:?}");
     assert!(process_alive(orphan), "the step outlived its agent");
 
-    let mut second = spawn_apply(&host, "1");
+    the_next_run_waits_for_the_orphan(&host, &step, orphan, first_pid);
+}
+
+/// The agent `first_pid` was killed while `step` (it logs `held.sh start`, waits for
+/// `/var/tmp/release`, logs `held.sh done`) ran as `orphan`: the next run waits for the
+/// orphan without starting the step beside it, says so, then runs the unmarked step again.
+fn the_next_run_waits_for_the_orphan(host: &FakeHost, step: &Step, orphan: u32, first_pid: u32) {
+    let mut second = spawn_apply(host, "1");
     let until = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < until {
         assert!(!second.has_exited(), "the second agent did not wait");
@@ -465,8 +472,61 @@ fn the_orphaned_step_of_a_killed_agent_is_waited_for_not_started_beside_it() {
     assert_eq!(host.ran_count("next.sh"), 1);
     assert!(host.is_file(&format!("{PKG_FLAGS}/{}", step.native_marker())));
     // The lock file no longer names a running group.
-    let lock = host.read_string(&lock);
+    let lock = host.read_string(&format!("{STATE}/locks/pkg.lock"));
     assert!(!lock.contains("running:"), "{lock:?}");
+}
+
+#[test]
+fn the_lock_file_names_the_steps_group_before_the_step_starts() {
+    require_root!();
+    let host = FakeHost::new();
+    // The step's first action reads the lock file (STATE as the chrooted step sees it).
+    let step = Step::new("first.sh").script(&format!(
+        "#!/bin/sh\ncat /{STATE}/locks/pkg.lock > /var/tmp/lock-at-start\necho $$ > /var/tmp/first.pid\n"
+    ));
+    host.install(&package(step));
+    let run = spawn_apply(&host, "1").wait();
+    run.assert_success();
+    let pid = host.read_string("var/tmp/first.pid").trim().to_owned();
+    let lock = host.read_string("var/tmp/lock-at-start");
+    assert!(
+        lock.contains(&format!("\nrunning: pgid={pid} ")) && lock.contains("first.sh"),
+        "the step ran before the lock file named its group: {lock:?}"
+    );
+}
+
+#[test]
+fn an_agent_killed_by_its_steps_first_action_leaves_an_orphan_the_next_run_waits_for() {
+    require_root!();
+    let host = FakeHost::new();
+    let _reaper = Reaper(&host);
+    // The earliest moment the agent can die with its step running: the step's first action
+    // kills it (SIGKILL, as outside a container). Only files: the killed agent took the
+    // read ends of the step's output pipes with it.
+    let step = Step::new("held.sh").script(
+        "#!/bin/sh\nif [ ! -e /var/tmp/killed ]; then : > /var/tmp/killed; kill -KILL $PPID; fi\n\
+         echo \"@PATH@ start\" >> /var/tmp/ran.log\necho $$ > /var/tmp/held.pid\n\
+         echo started > /var/tmp/started\n\
+         while [ ! -e /var/tmp/release ]; do usleep 10000; done\n\
+         echo \"@PATH@ done\" >> /var/tmp/ran.log\n",
+    );
+    let pkg = package(step.clone());
+    host.install(&pkg);
+
+    let first = spawn_apply(&host, "1");
+    let first_pid = first.pid();
+    let killed = first.wait();
+    assert_eq!(killed.code(), None, "{killed:?}");
+    host.wait_for(STARTED, Duration::from_secs(20));
+    let orphan: u32 = host.read_string("var/tmp/held.pid").trim().parse().unwrap();
+    assert!(process_alive(orphan), "the step outlived its agent");
+    let lock = host.read_string(&format!("{STATE}/locks/pkg.lock"));
+    assert!(
+        lock.contains(&format!("\nrunning: pgid={orphan} ")),
+        "the killed agent left no record of its step's group: {lock:?}"
+    );
+
+    the_next_run_waits_for_the_orphan(&host, &step, orphan, first_pid);
 }
 
 #[test]

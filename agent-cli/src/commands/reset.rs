@@ -375,7 +375,7 @@ fn remove_and_record(
             Ok(_) => operations.push(OperationResult {
                 operation: file.display().to_string(),
                 decision: "removed".into(),
-                reason: format!("agent reset: {scope}"),
+                reason: format!("agent reset: {scope}").into(),
                 succeeded: Some(true),
                 ..OperationResult::default()
             }),

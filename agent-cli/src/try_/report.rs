@@ -118,8 +118,8 @@ impl StageReport {
             .iter()
             .map(|op| StepReport {
                 path: op.operation.clone(),
-                decision: op.decision.clone(),
-                reason: op.reason.clone(),
+                decision: op.decision.to_string(),
+                reason: op.reason.to_string(),
                 exit_code: op.exit_code,
                 signal: op.signal,
                 succeeded: op.succeeded,

@@ -8,10 +8,10 @@ use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
-use super::{ExecError, ProcessSpec};
+use super::{ExecError, ProcessSpec, sys};
 
-/// Everything `execve(2)` needs, built before the fork: the child may only make
-/// async-signal-safe calls, so it allocates nothing.
+/// Everything `execve(2)` needs, built before the clone: the child shares the agent's memory
+/// and only makes direct system calls (see `spawn`), so it allocates nothing.
 ///
 /// SPEC §8.4: the program runs with `execve` semantics. glibc's `execvp` (what the standard
 /// library calls after a fork) runs a file the kernel refuses with `ENOEXEC` through
@@ -23,21 +23,11 @@ pub(super) struct ExecImage {
     /// The files to try in order: the program itself when it names a path, else the program
     /// in each PATH directory (PATH of the child's environment, resolved inside the chroot).
     candidates: Vec<CString>,
-    /// The program has no `/`: it is looked up in PATH (even a PATH of one entry).
-    pub(super) searches_path: bool,
     _argv: Vec<CString>,
     argv: Vec<*const libc::c_char>,
     _envp: Vec<CString>,
     envp: Vec<*const libc::c_char>,
 }
-
-// SAFETY: the raw pointers point into the heap buffers of the `CString`s the image owns,
-// which never move (moving a `CString` does not move its buffer) or change while the image
-// lives; the image is only read, in the child after fork. `pre_exec` needs a `Send + Sync`
-// closure, and the pointer arrays must exist before the fork (the child may not allocate).
-unsafe impl Send for ExecImage {}
-// SAFETY: as for `Send`: nothing mutates the image once built.
-unsafe impl Sync for ExecImage {}
 
 /// glibc's search path when PATH is unset (`confstr(_CS_PATH)`).
 const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
@@ -102,7 +92,6 @@ impl ExecImage {
                 .transpose()?,
             cwd: c(OsStr::as_bytes(spec.cwd.as_os_str()))?,
             candidates,
-            searches_path,
             argv: pointers(&argv_strings),
             _argv: argv_strings,
             envp: pointers(&envp_strings),
@@ -118,41 +107,33 @@ impl ExecImage {
             .collect()
     }
 
-    /// In the child: chroot, chdir, exec. Returns only on failure, with the error to report.
-    ///
-    /// Runs between fork and exec, so it only makes async-signal-safe system calls on what
-    /// `new` built, and allocates nothing (nix's `chroot`/`chdir` pass a `CStr` through as is).
-    pub(super) fn exec(&self) -> io::Error {
+    /// In the child: chroot (when there is one), then chdir.
+    pub(super) fn enter(&self) -> Result<(), sys::Errno> {
         if let Some(root) = &self.chroot {
-            if let Err(e) = nix::unistd::chroot(root.as_c_str()) {
-                return e.into();
-            }
+            sys::chroot(root)?;
         }
-        if let Err(e) = nix::unistd::chdir(self.cwd.as_c_str()) {
-            return e.into();
-        }
+        sys::chdir(&self.cwd)
+    }
+
+    /// In the child: exec each candidate in turn. Returns only on failure, with the error
+    /// number to report.
+    pub(super) fn exec(&self) -> sys::Errno {
         // execvp's search rules, minus its shell fallback: skip directories where the file
         // is missing, remember a permission error, stop at any other error.
         let mut denied = false;
         for file in &self.candidates {
-            // SAFETY: `file` is a NUL-terminated string and `argv`/`envp` NULL-terminated
-            // arrays of pointers into NUL-terminated strings, all owned by `self` and alive
-            // until the call returns (it returns only on failure). nix's `execve` would build
-            // these arrays itself, allocating in the child after fork, which is not
-            // async-signal-safe.
-            unsafe {
-                libc::execve(file.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EACCES) => denied = true,
-                Some(
-                    libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT,
-                ) if self.candidates.len() > 1 => {}
+            // SAFETY: `argv`/`envp` are NULL-terminated arrays of pointers into
+            // NUL-terminated strings, all owned by `self` and alive until the call returns
+            // (it returns only on failure).
+            let err = unsafe { sys::execve(file, self.argv.as_ptr(), self.envp.as_ptr()) };
+            match err {
+                libc::EACCES => denied = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT
+                    if self.candidates.len() > 1 => {}
                 _ => return err,
             }
         }
-        io::Error::from_raw_os_error(if denied { libc::EACCES } else { libc::ENOENT })
+        if denied { libc::EACCES } else { libc::ENOENT }
     }
 }
 

@@ -6,6 +6,8 @@ mod cancel;
 mod image;
 pub mod leftovers;
 mod relay;
+mod spawn;
+mod sys;
 pub mod usage;
 
 pub use cancel::Cancellation;
@@ -16,7 +18,6 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -25,6 +26,8 @@ use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tracing::warn;
+
+use crate::host::phases::{self, Phase};
 
 /// Did an operation satisfy its execution policy?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -464,8 +467,8 @@ pub trait Runner: Send + Sync + std::fmt::Debug {
 /// Told when an operation's process group starts and when it is gone, so that a later run can
 /// find a group that outlived a killed agent (SPEC §10; the lock file records it, §11).
 pub trait GroupRecorder: Send + Sync + std::fmt::Debug {
-    /// The group `pgid` (its leader is the operation's process) runs `operation`.
-    fn started(&self, pgid: i32, operation: &str);
+    /// The group `pid` (its leader is the operation's process) runs `operation`.
+    fn started(&self, pid: i32, operation: &str);
     /// The operation's group has ended.
     fn finished(&self);
 }
@@ -483,6 +486,59 @@ impl ProcessRunner {
             recorder: Some(recorder),
         }
     }
+
+    /// Start `spec` with `stdio` as its descriptors 0, 1, 2 (SPEC §8.4: its own process
+    /// group, `execve` semantics, chroot and cwd), its group recorded before its program
+    /// starts (SPEC §10: a killed agent leaves no group the next run cannot see). The pid.
+    /// The time the record took is added to `recording`.
+    fn start(
+        &self,
+        recording: &std::cell::Cell<Duration>,
+        spec: &ProcessSpec,
+        program: &str,
+        stdio: [BorrowedFd<'_>; 3],
+    ) -> Result<i32, ExecError> {
+        let spawn_err = |source: io::Error| ExecError::Spawn {
+            program: program.to_owned(),
+            source,
+        };
+        let image = image::ExecImage::new(spec).map_err(spawn_err)?;
+        let record = self.recorder.as_ref().map(|recorder| {
+            // The whole command line: which of a kind's operations (`nvidia-smi -i 3`) runs.
+            let line = std::iter::once(program)
+                .chain(spec.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            move |pid: i32| {
+                let started = phases::start();
+                recorder.started(pid, &line);
+                phases::end(Phase::Record, started);
+                if let Some(started) = started {
+                    recording.set(recording.get() + started.elapsed());
+                }
+            }
+        });
+        let record = record.as_ref().map(|r| r as &dyn Fn(i32));
+        spawn::spawn(&image, stdio, record).map_err(|source| match source.raw_os_error() {
+            Some(libc::ENOEXEC) => ExecError::ExecFormat {
+                program: program.to_owned(),
+            },
+            Some(libc::ENOENT) => image::missing_interpreter(spec, &image.candidate_paths())
+                .unwrap_or_else(|| spawn_err(source)),
+            _ => spawn_err(source),
+        })
+    }
+}
+
+/// `/dev/null`, the stdin of every operation (SPEC §8.4), opened once.
+fn dev_null() -> io::Result<BorrowedFd<'static>> {
+    static DEV_NULL: OnceLock<OwnedFd> = OnceLock::new();
+    if DEV_NULL.get().is_none() {
+        let fd = OwnedFd::from(std::fs::OpenOptions::new().read(true).open("/dev/null")?);
+        // Another thread may have opened it meanwhile: one of the two is kept.
+        let _ = DEV_NULL.set(fd);
+    }
+    Ok(DEV_NULL.get().expect("set above").as_fd())
 }
 
 #[async_trait::async_trait]
@@ -512,66 +568,26 @@ impl Runner for ProcessRunner {
             program: program.clone(),
             source,
         };
-        let image = image::ExecImage::new(spec).map_err(spawn_err)?;
-        let candidates = image.candidate_paths();
-        // Our own pipes rather than `Stdio::piped()`: the relay thread owns the read ends
-        // (see `relay`), and they get a larger buffer before the child writes anything.
+        // Our own pipes: the relay thread owns the read ends (see `relay`), and they get a
+        // larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
         let (err_r, err_w) = output_pipe().map_err(spawn_err)?;
+        let spawning = phases::start();
         let (drain, wake) = relay::drain_pair().map_err(spawn_err)?;
-        let mut cmd = tokio::process::Command::new(&spec.program);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::from(out_w))
-            .stderr(Stdio::from(err_w))
-            .process_group(0)
-            .kill_on_drop(false);
-        if spec.chroot.is_none() && !image.searches_path {
-            // Nothing to do between fork and exec, and no PATH search: the standard library
-            // spawns with posix_spawn(3), which fails with ENOEXEC instead of trying the
-            // shell (glibc >= 2.15; pinned by the unit tests) and costs no fork. A program
-            // without a `/`, whatever the number of PATH entries, would go through the
-            // library's own search (execvp), which runs such a file with /bin/sh.
-            cmd.args(&spec.args)
-                .env_clear()
-                .envs(spec.env.iter().map(|(k, v)| (k, v)))
-                .current_dir(&spec.cwd);
-        } else {
-            // SAFETY: the closure runs in the child between fork and exec, where only
-            // async-signal-safe calls are allowed: `ExecImage::exec` makes only chroot, chdir
-            // and execve, on strings and pointer arrays built before the fork, and allocates
-            // nothing. The standard library has no safe hook there (`CommandExt::chroot` is
-            // unstable), and its own exec would retry ENOEXEC through /bin/sh.
-            unsafe {
-                cmd.pre_exec(move || Err(image.exec()));
-            }
-        }
-
         let started = Instant::now();
-        let spawned = cmd.spawn();
-        // The command holds our copies of the write ends: only once they are closed can the
-        // pipes reach end-of-file when the child's side closes.
-        drop(cmd);
-        let mut child = spawned.map_err(|source| match source.raw_os_error() {
-            Some(libc::ENOEXEC) => ExecError::ExecFormat {
-                program: program.clone(),
-            },
-            Some(libc::ENOENT) => {
-                image::missing_interpreter(spec, &candidates).unwrap_or_else(|| spawn_err(source))
-            }
-            _ => spawn_err(source),
-        })?;
-        let pgid = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw);
-        if let (Some(recorder), Some(pg)) = (&self.recorder, pgid) {
-            // The whole command line: which of a kind's operations (`nvidia-smi -i 3`) runs.
-            let line = std::iter::once(program.as_str())
-                .chain(spec.args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" ");
-            recorder.started(pg.as_raw(), &line);
-        }
+        let recording = std::cell::Cell::new(Duration::ZERO);
+        let spawned = self.start(
+            &recording,
+            spec,
+            &program,
+            [dev_null().map_err(spawn_err)?, out_w.as_fd(), err_w.as_fd()],
+        );
+        // Only once our copies of the write ends are closed can the pipes reach end-of-file
+        // when the child's side closes.
+        drop((out_w, err_w));
+        let pid = spawned?;
+        phases::end_without(Phase::Spawn, spawning, recording.get());
+        let waiting = phases::start();
         // The relay writes the log through its own handle on the same open file.
         let mut log_error: Option<String> = None;
         let log = log.and_then(|file| match file.try_clone() {
@@ -605,10 +621,7 @@ impl Runner for ProcessRunner {
         let mut relay = Some(tokio::task::spawn_blocking(move || relay.run()));
         // What the kernel accounts to the process, read once it has exited and before the
         // async side reaps it (see `usage`).
-        let mut exit_wait = pgid.map(|pg| {
-            let leader = pg.as_raw();
-            tokio::task::spawn_blocking(move || usage::wait_exited(leader))
-        });
+        let mut exit_wait = Some(tokio::task::spawn_blocking(move || usage::wait_exited(pid)));
         let mut accounted = None;
         let mut relayed = None;
         let mut status = None;
@@ -625,16 +638,16 @@ impl Runner for ProcessRunner {
         let timeout_at = cfg.timeout.map(deadline_after);
         let stop = |kill_at: &mut Option<tokio::time::Instant>, stopping: &mut bool| {
             if kill_at.is_none() {
-                stop_group(pgid, Signal::SIGTERM);
+                stop_group(pid, Signal::SIGTERM);
                 *stopping = true;
                 *kill_at = Some(deadline_after(cfg.stop_grace));
             }
         };
         // The main process was reaped, which ends the operation (and its duration): the
         // relay goes on only while the pipes are busy.
-        let reaped = |st: std::process::ExitStatus, stopping: bool| {
+        let reaped = |st: i32, stopping: bool| {
             if stopping {
-                stop_group(pgid, Signal::SIGKILL);
+                stop_group(pid, Signal::SIGKILL);
             }
             drain.main_exited();
             (st, started.elapsed())
@@ -646,14 +659,12 @@ impl Runner for ProcessRunner {
                     relay = None;
                     relayed = Some(r);
                 }
-                r = join_exit(&mut exit_wait), if status.is_none() && exit_wait.is_some() => {
+                r = join_exit(&mut exit_wait), if status.is_none() => {
                     exit_wait = None;
                     accounted = r;
-                    let st = child.wait().await.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
-                    status = Some(reaped(st, stopping));
-                }
-                r = child.wait(), if status.is_none() && exit_wait.is_none() => {
-                    let st = r.map_err(|source| ExecError::Wait { program: program.clone(), source })?;
+                    // It has exited (or its figures could not be read, and then it is
+                    // waited for here): reaping it does not hold the runtime.
+                    let st = usage::reap(pid).map_err(|source| ExecError::Wait { program: program.clone(), source })?;
                     status = Some(reaped(st, stopping));
                 }
                 () = cfg.cancel.stop.cancelled(), if !cancelled && status.is_none() => {
@@ -662,7 +673,7 @@ impl Runner for ProcessRunner {
                         FirstSignal::Stop => stop(&mut kill_at, &mut stopping),
                         FirstSignal::Finish => warn!(
                             operation = %program,
-                            pid = pgid.map_or(0, Pid::as_raw),
+                            pid,
                             running = %format_running(started.elapsed()),
                             "waiting for the running operation to finish before stopping; \
                              a second termination signal stops it"
@@ -674,7 +685,7 @@ impl Runner for ProcessRunner {
                     if kill_at.is_none() {
                         warn!(
                             operation = %program,
-                            pid = pgid.map_or(0, Pid::as_raw),
+                            pid,
                             grace = %format_running(cfg.stop_grace),
                             "stopping the running operation: SIGTERM to its process group, SIGKILL after the grace period"
                         );
@@ -692,12 +703,9 @@ impl Runner for ProcessRunner {
                     // throttled); a process that exited by then is judged by its exit status.
                     // Reaped only once its usage is read, so that no exit between the two
                     // loses the figures.
-                    let exited_now = pgid.is_none_or(|pg| {
-                        let a = usage::exited_now(pg.as_raw());
-                        accounted = accounted.or(a);
-                        a.is_some()
-                    });
-                    let reaped_now = if exited_now { child.try_wait().ok().flatten() } else { None };
+                    let exited_now = usage::exited_now(pid);
+                    accounted = accounted.or(exited_now);
+                    let reaped_now = if exited_now.is_some() { usage::reap(pid).ok() } else { None };
                     if let Some(st) = reaped_now {
                         status = Some(reaped(st, stopping));
                     } else {
@@ -706,13 +714,14 @@ impl Runner for ProcessRunner {
                     }
                 }
                 () = sleep_until(kill_at), if kill_at.is_some() && status.is_none() => {
-                    stop_group(pgid, Signal::SIGKILL);
+                    stop_group(pid, Signal::SIGKILL);
                     kill_at = None;
                 }
             }
         }
+        phases::end(Phase::Wait, waiting);
         if let Some(recorder) = &self.recorder {
-            recorder.finished();
+            phases::time(Phase::Record, || recorder.finished());
         }
         let (status, duration) = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");
@@ -734,6 +743,7 @@ impl Runner for ProcessRunner {
                 );
             }
         }
+        let status = std::process::ExitStatus::from_raw(status);
         let termination = match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited(code),
             (None, Some(sig)) => Termination::Signalled(sig),
@@ -807,10 +817,9 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn stop_group(pgid: Option<Pid>, signal: Signal) {
-    if let Some(pg) = pgid {
-        let _ = killpg(pg, signal);
-    }
+/// Signal the process group `pgid` (its leader's pid).
+fn stop_group(pgid: i32, signal: Signal) {
+    let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
 #[cfg(test)]

@@ -807,3 +807,161 @@ fn a_duplicated_sink_owns_its_own_descriptor() {
     File::from(r).read_to_end(&mut got).unwrap();
     assert_eq!(got, b"still open", "end-of-file once the sink is gone");
 }
+
+/// What `/proc/<pid>/exe` was when the runner reported each group.
+#[derive(Debug, Default)]
+struct ExeWhenRecorded(Mutex<Vec<(i32, std::path::PathBuf)>>);
+
+impl GroupRecorder for ExeWhenRecorded {
+    fn started(&self, pgid: i32, _operation: &str) {
+        let exe = std::fs::read_link(format!("/proc/{pgid}/exe")).unwrap_or_default();
+        self.0.lock().unwrap().push((pgid, exe));
+    }
+
+    fn finished(&self) {}
+}
+
+#[test]
+fn the_group_is_recorded_before_the_operations_program_starts() {
+    // SPEC §10: an agent killed at any instant has recorded the group of a program that runs.
+    // When the group is reported, the child is still an image of this test binary: its
+    // program (the shell) has not been exec'd yet.
+    let recorder = Arc::new(ExeWhenRecorded::default());
+    let (mut cfg, out, ..) = config(None);
+    cfg.runner = Arc::new(ProcessRunner::recording(recorder.clone()));
+    let o = rt().block_on(cfg.run(&sh("echo $$"), None)).unwrap();
+    assert_eq!(o.termination, Termination::Exited(0));
+    let seen = recorder.0.lock().unwrap().clone();
+    let [(pgid, exe)] = &seen[..] else {
+        panic!("one group per operation: {seen:?}")
+    };
+    assert_eq!(
+        String::from_utf8(out.contents()).unwrap(),
+        format!("{pgid}\n"),
+        "the recorded group is led by the operation's process"
+    );
+    assert_eq!(
+        exe,
+        &std::env::current_exe().unwrap(),
+        "the operation's program had started before its group was recorded"
+    );
+}
+
+/// A recorder that fails the way a bug would.
+#[derive(Debug)]
+struct PanickingRecorder;
+
+impl GroupRecorder for PanickingRecorder {
+    fn started(&self, _pgid: i32, _operation: &str) {
+        panic!("recording the group failed");
+    }
+
+    fn finished(&self) {}
+}
+
+#[test]
+fn a_panic_while_recording_the_group_ends_the_child_before_its_program_starts() {
+    // The child shares the agent's memory until its exec: it must be gone before the frame
+    // that holds its stack and arguments unwinds, and the program must not have run.
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let (mut cfg, ..) = config(None);
+    cfg.runner = Arc::new(ProcessRunner::recording(Arc::new(PanickingRecorder)));
+    let spec = sh(&format!("touch {}", ran.display()));
+    let rt = rt();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(cfg.run(&spec, None))
+    }));
+    assert!(result.is_err(), "the panic reaches the caller");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !ran.exists(),
+        "the program ran although its group was not recorded"
+    );
+    // And the runner still works.
+    let (cfg, out, ..) = config(None);
+    rt.block_on(cfg.run(&sh("echo again"), None)).unwrap();
+    assert_eq!(out.contents(), b"again\n");
+}
+
+#[test]
+fn descriptors_the_agent_holds_without_close_on_exec_do_not_reach_the_operation() {
+    // As with both upstream agents (Python's close_fds, Go's exec.Cmd): the operation gets
+    // its three standard streams, not what the agent itself inherited.
+    let file = tempfile::tempfile().unwrap();
+    let inherited = nix::unistd::dup(&file).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&inherited);
+    let flags = nix::fcntl::fcntl(&inherited, nix::fcntl::FcntlArg::F_GETFD).unwrap();
+    assert_eq!(flags & libc::FD_CLOEXEC, 0, "dup(2) clears close-on-exec");
+    let (cfg, out, ..) = config(None);
+    let script = format!("if [ -e /proc/self/fd/{fd} ]; then echo open; else echo closed; fi");
+    rt().block_on(cfg.run(&sh(&script), None)).unwrap();
+    assert_eq!(out.contents(), b"closed\n");
+    drop(inherited);
+}
+
+/// A handler that does nothing, for a signal the agent catches.
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+#[test]
+fn the_operation_starts_with_no_signal_blocked_caught_or_sigpipe_ignored() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, sigaction};
+    // A handler of the agent's, as signal-hook installs for the stop requests (SIGUSR2 is
+    // sent to nothing in this test binary); the standard library ignores SIGPIPE.
+    let action = SigAction::new(
+        SigHandler::Handler(ignore_signal),
+        SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing, so it is async-signal-safe.
+    unsafe { sigaction(Signal::SIGUSR2, &action) }.unwrap();
+    let (cfg, out, ..) = config(None);
+    rt().block_on(cfg.run(&sh("exec cat /proc/self/status"), None))
+        .unwrap();
+    let status = String::from_utf8(out.contents()).unwrap();
+    let mask = |name: &str| {
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {status}"));
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    assert_eq!(mask("SigBlk:"), 0, "{status}");
+    assert_eq!(mask("SigCgt:"), 0, "{status}");
+    let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+    assert_eq!(mask("SigIgn:") & sigpipe, 0, "SIGPIPE ignored: {status}");
+}
+
+#[test]
+fn a_file_without_execute_permission_is_refused_with_the_systems_error() {
+    let (cfg, out, ..) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let file = executable(dir.path(), "noexec.sh", "#!/bin/sh\necho ran\n");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = rt().block_on(cfg.run(&by_path(&file), None)).unwrap_err();
+    let ExecError::Spawn { program, source } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(program, &file.display().to_string());
+    assert_eq!(source.raw_os_error(), Some(libc::EACCES), "{err:?}");
+    assert!(out.contents().is_empty());
+}
+
+#[test]
+fn a_chroot_that_fails_is_a_spawn_error_naming_the_program() {
+    let (cfg, out, ..) = config(None);
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = sh("echo ran");
+    spec.chroot = Some(dir.path().join("missing-root"));
+    let err = rt().block_on(cfg.run(&spec, None)).unwrap_err();
+    let ExecError::Spawn { program, source } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(program, "/bin/sh");
+    // Not root: EPERM; root: the directory is missing.
+    assert!(
+        matches!(source.raw_os_error(), Some(libc::ENOENT | libc::EPERM)),
+        "{err:?}"
+    );
+    assert!(out.contents().is_empty());
+}

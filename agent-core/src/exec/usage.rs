@@ -15,9 +15,9 @@
 //! main process exits is killed with the rest of the group (SPEC §10) and reaped by whoever
 //! inherits it (init, or a subreaper), so its time and memory are in no operation's figures;
 //! a daemon a step starts is not part of the step's cost. The peak also includes the memory
-//! the child shared with the agent before its `exec` (a `fork(2)` for chrooted steps, a
-//! `vfork`-like `posix_spawn(3)` otherwise; the kernel records the old image's peak at
-//! `exec`): the agent's few MiB, however small the step.
+//! the child shared with the agent before its `exec` (it is started with `clone(CLONE_VM)`,
+//! see `spawn`; the kernel records the shared image's peak at `exec`): the agent's few MiB,
+//! however small the step.
 
 use std::io;
 use std::time::Duration;
@@ -85,6 +85,22 @@ pub fn exited_now(pid: i32) -> Option<Accounted> {
     waitid(pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG)
         .ok()
         .flatten()
+}
+
+/// Reap the child `pid` (waiting for it to exit if it has not): its raw wait status.
+pub fn reap(pid: i32) -> io::Result<i32> {
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: `status` is a live local the call writes the wait status into.
+        let r = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
 }
 
 /// The raw `waitid` system call, which (unlike the libc wrapper) fills a `struct rusage`.

@@ -86,6 +86,9 @@ const TEMP_INFIX: &str = ".tmp.";
 #[derive(Debug, Clone)]
 pub struct HostFs {
     root: PathBuf,
+    /// ROOT, open, for the common case of a lookup (see `lookup.rs`): opened once rather
+    /// than for every file a run touches. Shared by the clones of one `HostFs`.
+    root_dir: std::sync::Arc<std::sync::OnceLock<OwnedFd>>,
 }
 
 /// The type of a directory entry, as `lstat(2)` sees it.
@@ -120,7 +123,10 @@ struct Target {
 
 impl HostFs {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            root_dir: std::sync::Arc::default(),
+        }
     }
 
     /// The ROOT mount itself.
@@ -264,6 +270,22 @@ impl HostFs {
             return Ok(None);
         };
         read_bounded(file, bound, &target.host).map(Some)
+    }
+
+    /// [`HostFs::read`] for a caller that parses the file as it reads it (a large state file
+    /// need not be held whole): the open file, at most `bound` bytes of it; `TooLarge` when it
+    /// is larger already.
+    pub fn open_bounded(
+        &self,
+        host_path: &Path,
+        bound: u64,
+    ) -> Result<Option<std::io::Take<File>>, HostFsError> {
+        let target = Self::split(host_path)?;
+        let Some(file) = self.open_file(host_path)? else {
+            return Ok(None);
+        };
+        check_bound(&file, bound, &target.host)?;
+        Ok(Some(file.take(bound)))
     }
 
     /// Open an existing state file for reading: `Ok(None)` if it does not exist;
@@ -508,6 +530,17 @@ impl HostFs {
         })
     }
 
+    /// ROOT, open once for the lifetime of this `HostFs` (and its clones).
+    fn root_dir(&self) -> Result<&OwnedFd, HostFsError> {
+        if let Some(fd) = self.root_dir.get() {
+            return Ok(fd);
+        }
+        let fd = self.open_root()?;
+        // Another thread may have opened it meanwhile: one of the two is kept.
+        let _ = self.root_dir.set(fd);
+        Ok(self.root_dir.get().expect("set above"))
+    }
+
     /// Walk a cleaned host directory path, creating what is missing.
     fn walk_create(&self, dir: &Path) -> Result<OwnedFd, HostFsError> {
         let fd = self.walk(dir, Missing::Create)?;
@@ -586,18 +619,27 @@ fn check_regular(fd: &OwnedFd, host: &Path) -> Result<(), HostFsError> {
 /// SPEC §5: the content of an open state file of at most `bound` bytes. The size is checked
 /// before reading and at most `bound + 1` bytes are read (the file may grow meanwhile, and
 /// files of `/proc` report no size), so memory never grows with the file.
-fn read_bounded(file: File, bound: u64, host: &Path) -> Result<Vec<u8>, HostFsError> {
-    let too_large = || HostFsError::TooLarge {
-        path: host.display().to_string(),
-        bound,
-    };
+/// `TooLarge` when `file` holds more than `bound` bytes; its size.
+fn check_bound(file: &File, bound: u64, host: &Path) -> Result<u64, HostFsError> {
     let size = file
         .metadata()
         .map_err(|source| io_source("inspecting", host, source))?
         .len();
     if size > bound {
-        return Err(too_large());
+        return Err(HostFsError::TooLarge {
+            path: host.display().to_string(),
+            bound,
+        });
     }
+    Ok(size)
+}
+
+fn read_bounded(file: File, bound: u64, host: &Path) -> Result<Vec<u8>, HostFsError> {
+    let too_large = || HostFsError::TooLarge {
+        path: host.display().to_string(),
+        bound,
+    };
+    let size = check_bound(&file, bound, host)?;
     let mut contents = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(bound.saturating_add(1))
         .read_to_end(&mut contents)

@@ -6,5 +6,6 @@ pub mod boot;
 pub mod errors;
 pub mod fs;
 pub mod identity;
+pub mod phases;
 pub mod preflight;
 pub mod runtime;

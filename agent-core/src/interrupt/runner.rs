@@ -395,7 +395,7 @@ impl Run {
             CompletionPolicy::OnSuccess => "[0]",
             CompletionPolicy::AfterReboot => "[0] or SIGTERM",
         };
-        let result = OperationResult::ran(&text, reason, &outcome, succeeded, log_field)
+        let result = OperationResult::ran(&text, reason.to_owned(), &outcome, succeeded, log_field)
             .with_id(id)
             .with_accepted(accepted);
         self.push(

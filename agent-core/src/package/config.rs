@@ -93,15 +93,46 @@ impl PackageConfig {
         config_json: &Path,
         skyhook_dir: &Path,
     ) -> Result<(Self, Vec<Finding>), ConfigError> {
-        let bytes = read_input_file(config_json).map_err(|source| ConfigError::Read {
+        Self::load_keeping(config_json, skyhook_dir, None)
+    }
+
+    /// [`PackageConfig::load`] for a run of `mode`: every rule is checked as for `load`, but
+    /// only the steps `mode` runs are kept (every mode's for `uninstall-check`, which removes
+    /// the markers of all of them); [`PackageConfig::steps`] of another mode is empty. What a
+    /// large package costs in memory while its steps run is then one mode's steps.
+    pub fn load_stage(
+        config_json: &Path,
+        skyhook_dir: &Path,
+        mode: Mode,
+    ) -> Result<(Self, Vec<Finding>), ConfigError> {
+        let keep = (mode != Mode::UninstallCheck).then_some(mode);
+        Self::load_keeping(config_json, skyhook_dir, keep)
+    }
+
+    /// The file is parsed as it is read (never held whole); only when it is not a JSON
+    /// document as read is it read whole again, for the finding that says why.
+    fn load_keeping(
+        config_json: &Path,
+        skyhook_dir: &Path,
+        keep: Option<Mode>,
+    ) -> Result<(Self, Vec<Finding>), ConfigError> {
+        let read_err = |source| ConfigError::Read {
             path: config_json.display().to_string(),
             source,
-        })?;
+        };
         let files = Files {
             skyhook_dir: Some(skyhook_dir),
             configmaps_dir: None,
         };
-        Validator::new(Strictness::Run).run(&bytes, &files)
+        let file = open_input_file(config_json).map_err(read_err)?;
+        let validator = Validator::new(Strictness::Run).keeping(keep);
+        if let Some(result) = validator.run_reader(io::BufReader::new(file), &files) {
+            return result;
+        }
+        let bytes = read_input_file(config_json).map_err(read_err)?;
+        Validator::new(Strictness::Run)
+            .keeping(keep)
+            .run(&bytes, &files)
     }
 }
 
@@ -116,6 +147,13 @@ impl PackageConfig {
 /// The file cannot be opened or read, or it is a fifo, socket or device.
 pub fn read_input_file(path: &Path) -> io::Result<Vec<u8>> {
     use std::io::Read as _;
+    let mut bytes = Vec::new();
+    open_input_file(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_input_file`]'s checks and open, for a caller that reads the file as it goes.
+fn open_input_file(path: &Path) -> io::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     let refuse_special = |meta: &std::fs::Metadata| {
         if meta.is_file() || meta.is_dir() {
@@ -130,14 +168,12 @@ pub fn read_input_file(path: &Path) -> io::Result<Vec<u8>> {
         ))
     };
     refuse_special(&std::fs::metadata(path)?)?;
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
     refuse_special(&file.metadata()?)?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    Ok(file)
 }
 
 /// Every finding for `agent validate`: all rule violations (not just the first), unknown fields

@@ -14,6 +14,7 @@ use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
 use crate::host::errors::{StateFailure, state_err};
 use crate::host::fs::{HostFs, HostFsError, Links, Missing};
+use crate::host::phases::{self, Phase};
 use crate::host::runtime::Runtime;
 use crate::package::config::PackageConfig;
 use crate::package::step::{Mode, Step};
@@ -160,6 +161,9 @@ pub async fn run_stage(
         steps.iter().map(|step| step.path.as_str()),
     );
     let mut check_results: Vec<CheckResult> = Vec::new();
+    // One result per step: sized once, not doubled as it grows (a large package's record
+    // would otherwise hold up to twice the room it needs, and both copies while it grows).
+    report.reserve_exact(steps.len());
     release_free_memory();
 
     for step in steps {
@@ -167,9 +171,13 @@ pub async fn run_stage(
             return Err(StageError::Stopped);
         }
         let step_markers = StepMarkers::new(&flags_dir, step);
-        let decision = decide_step(fs, mode, step, &step_markers, rt.always_run_step).map_err(
-            state_err(format!("checking the markers of step {:?}", step.path)),
-        )?;
+        let decision = phases::time(Phase::Decide, || {
+            decide_step(fs, mode, step, &step_markers, rt.always_run_step)
+        })
+        .map_err(state_err(format!(
+            "checking the markers of step {:?}",
+            step.path
+        )))?;
         debug!(
             path = %step.path,
             decision = if decision.runs() { "run" } else { "skip" },
@@ -180,10 +188,9 @@ pub async fn run_stage(
         match decision {
             Decision::SkipCompleted => {
                 info!(path = %step.path, "skipping completed step");
-                step_markers.complete_pair(fs).map_err(state_err(format!(
-                    "writing the markers of step {:?}",
-                    step.path
-                )))?;
+                phases::time(Phase::Markers, || step_markers.complete_pair(fs)).map_err(
+                    state_err(format!("writing the markers of step {:?}", step.path)),
+                )?;
                 report.push(OperationResult::skipped(&step.path, decision.reason()));
                 continue;
             }
@@ -232,14 +239,15 @@ pub async fn run_stage(
         } else if failure.is_none() {
             // SPEC §8.7: markers before log retention, so a cleanup failure never loses a
             // completion.
-            step_markers
-                .write(fs, step, SystemTime::now())
-                .map_err(state_err(format!(
-                    "writing the markers of step {:?}",
-                    step.path
-                )))?;
+            phases::time(Phase::Markers, || {
+                step_markers.write(fs, step, SystemTime::now())
+            })
+            .map_err(state_err(format!(
+                "writing the markers of step {:?}",
+                step.path
+            )))?;
         }
-        logs.prune(fs, &step.path).map_err(state_err(format!(
+        phases::time(Phase::Log, || logs.prune(fs, &step.path)).map_err(state_err(format!(
             "cleaning old logs of step {:?}",
             step.path
         )))?;
@@ -259,11 +267,9 @@ pub async fn run_stage(
     finish_checks(cx, config, mode, &check_results).await
 }
 
-/// Give the memory freed since start-up back to the system before the steps run. Each step
-/// is started by `fork(2)` (the chroot needs code between fork and exec), which copies the
-/// page tables of every resident page of the agent, and the step's `exec` tears them down:
-/// the parse tree of a large package config, freed but still resident, would make every step
-/// of that package pay for it (about 0.1 ms per step per 4 MiB here).
+/// Give the memory freed since start-up back to the system before the steps run: the parse
+/// tree of a large package config, freed but still resident, would otherwise stay in the
+/// agent's resident memory (what the pod's memory accounting sees) for the whole stage.
 fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap memory to the system.
@@ -432,12 +438,10 @@ async fn run_step(
     };
     // SPEC §8.10: only a refused log path stops the stage; a log that cannot be created or
     // written leaves the step running without one.
-    let mut log = logs
-        .open(fs, &step.path, SystemTime::now())
-        .map_err(state_err(format!(
-            "creating the log of step {:?}",
-            step.path
-        )))?;
+    let mut log =
+        phases::time(Phase::Log, || logs.open(fs, &step.path, SystemTime::now())).map_err(
+            state_err(format!("creating the log of step {:?}", step.path)),
+        )?;
     // SPEC §1.5: a record before each step, and a heartbeat while it runs.
     info!(mode = %mode, path = %step.path, "step started");
     let running = cx.exec.run(&spec, log.file());
@@ -465,8 +469,11 @@ async fn run_step(
     };
     // The log is diagnostic output, not state (SPEC §5): it is not fsynced, so a step pays
     // only for the journal commits its two markers need.
-    let log_field = logs.close(&step.path, &log, outcome.log_error.as_deref());
-    drop(log);
+    let log_field = phases::time(Phase::Log, || {
+        let field = logs.close(&step.path, &log, outcome.log_error.as_deref());
+        drop(log);
+        field
+    });
 
     let accepted = matches!(outcome.termination, Termination::Exited(code) if step.returncodes.contains(&i64::from(code)));
     let status = if accepted && !outcome.timed_out {

@@ -70,8 +70,9 @@ impl Lock {
     /// [`crate::exec::ProcessRunner::recording`]. `None` if the file cannot be shared.
     pub fn group_recorder(&self) -> Option<Arc<dyn GroupRecorder>> {
         let file = self.flock.try_clone().ok()?;
+        let len = self.flock.metadata().ok()?.len();
         Some(Arc::new(LockFileRecorder {
-            file: Mutex::new(file),
+            file: Mutex::new((file, len)),
             holder: self.holder.clone(),
         }))
     }
@@ -80,14 +81,21 @@ impl Lock {
 /// Writes the running operation's group into the lock file.
 #[derive(Debug)]
 struct LockFileRecorder {
-    file: Mutex<File>,
+    /// The lock file and the length of its text: this agent holds the lock, so nothing else
+    /// writes it, and the length need not be asked again (one system call less per write).
+    file: Mutex<(File, u64)>,
     holder: String,
 }
 
 impl LockFileRecorder {
     fn write(&self, text: &str) {
-        let file = self.file.lock().expect("lock file");
-        let _ = overwrite(&file, text);
+        let mut guard = self.file.lock().expect("lock file");
+        let (file, len) = &mut *guard;
+        if overwrite_from(file, *len, text).is_ok() {
+            *len = text.len() as u64;
+        } else if let Ok(meta) = file.metadata() {
+            *len = meta.len();
+        }
     }
 }
 
@@ -105,7 +113,11 @@ fn holder_text(boot_id: Option<&str>) -> String {
 }
 
 fn overwrite(file: &File, text: &str) -> std::io::Result<()> {
-    let old = file.metadata()?.len();
+    overwrite_from(file, file.metadata()?.len(), text)
+}
+
+/// [`overwrite`] of a file whose text is `old` bytes long.
+fn overwrite_from(file: &File, old: u64, text: &str) -> std::io::Result<()> {
     let mut bytes = text.as_bytes().to_vec();
     if let Ok(old) = usize::try_from(old) {
         if old > bytes.len() && old <= MAX_LOCK_TEXT {
@@ -115,7 +127,12 @@ fn overwrite(file: &File, text: &str) -> std::io::Result<()> {
         }
     }
     file.write_all_at(&bytes, 0)?;
-    file.set_len(text.len() as u64)
+    // Padded over a longer text: cut to the new one (otherwise the write gave the file its
+    // length already).
+    if bytes.len() != text.len() {
+        file.set_len(text.len() as u64)?;
+    }
+    Ok(())
 }
 
 /// More than the agent ever writes into a lock file.
@@ -214,7 +231,14 @@ struct ProcessStat {
 }
 
 fn process_stat(pid: i32) -> Option<ProcessStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Read with one buffer (the line is a few hundred bytes), not sized from the file's
+    // length first: this runs for every operation, between its clone and its exec.
+    let mut bytes = Vec::with_capacity(1024);
+    File::open(format!("/proc/{pid}/stat"))
+        .ok()?
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses, so fields are
     // counted after the last `)`. starttime is field 22, the 20th after comm.
     let rest = &text[text.rfind(')')? + 1..];
@@ -226,10 +250,12 @@ fn process_stat(pid: i32) -> Option<ProcessStat> {
     })
 }
 
-/// The inode of this process's PID namespace.
+/// The inode of this process's PID namespace (it never changes: `setns` and `unshare` of a
+/// PID namespace apply to the children made afterwards, not to the caller).
 fn own_pid_namespace() -> Option<u64> {
     use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino())
+    static OWN: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino()))
 }
 
 /// `STATE/locks/<pkg>.lock`.

@@ -155,7 +155,12 @@ impl LogIndex {
         loop {
             let host_path = HostFs::clean(&step.dir.join(step.file_name(&stamp, index)))?;
             if let Some(file) = fs.create_new(&host_path)? {
-                logs.extend(Entry::new(nanos, false, index));
+                if let Some(entry) = Entry::new(nanos, false, index) {
+                    // Room for this one only: the first log of a step would otherwise take
+                    // room for four, for every step of a large package.
+                    logs.reserve_exact(1);
+                    logs.push(entry);
+                }
                 return Ok(LogFile { host_path, file });
             }
             // Taken although not indexed (a file another writer made, same nanosecond): the

@@ -190,18 +190,22 @@ pub fn record(
     let package = run.record.package.as_str();
     let mut written = Written::default();
     let sidecar = sidecar_path(state_dir, package);
-    let mut metrics = match fs.read(&sidecar, RECORD_BOUND) {
-        Ok(Some(bytes)) => match serde_json::from_slice::<PackageMetrics>(&bytes) {
-            Ok(m) if m.package == package => m,
-            Ok(_) => {
-                written.sidecar_problem = Some("it belongs to another package".into());
-                PackageMetrics::default()
+    // Parsed as it is read: a large package's sidecar (about 300 bytes per step) is never
+    // held whole beside what it is parsed into.
+    let mut metrics = match fs.open_bounded(&sidecar, RECORD_BOUND) {
+        Ok(Some(file)) => {
+            match serde_json::from_reader::<_, PackageMetrics>(std::io::BufReader::new(file)) {
+                Ok(m) if m.package == package => m,
+                Ok(_) => {
+                    written.sidecar_problem = Some("it belongs to another package".into());
+                    PackageMetrics::default()
+                }
+                Err(e) => {
+                    written.sidecar_problem = Some(e.to_string());
+                    PackageMetrics::default()
+                }
             }
-            Err(e) => {
-                written.sidecar_problem = Some(e.to_string());
-                PackageMetrics::default()
-            }
-        },
+        }
         Ok(None) => PackageMetrics::default(),
         Err(e) => {
             written.sidecar_problem = Some(crate::host::errors::Chain(&e).to_string());
@@ -337,7 +341,12 @@ impl PackageMetrics {
         // A run that considered every step (it succeeded) tells which steps the stage has:
         // steps no longer configured lose their series.
         if run.result == RunResult::Succeeded {
-            steps.retain(|path, _| r.operations.iter().any(|op| op.operation == *path));
+            let configured: std::collections::BTreeSet<&str> = r
+                .operations
+                .iter()
+                .map(|op| op.operation.as_str())
+                .collect();
+            steps.retain(|path, _| configured.contains(path.as_str()));
         }
         if steps.is_empty() {
             self.steps.remove(&r.mode);
@@ -477,42 +486,36 @@ impl PackageMetrics {
     /// The last run of each step and of each interrupt operation.
     fn render_operations(&self, out: &mut Text<'_>) {
         let pkg = self.package.as_str();
-        let step_series: Vec<(Vec<(&str, String)>, &OperationFigures)> = self
-            .steps
-            .iter()
-            .flat_map(|(stage, steps)| {
-                steps.iter().map(move |(step, f)| {
-                    (
-                        vec![
-                            ("package", pkg.to_owned()),
-                            ("version", f.version.clone()),
-                            ("stage", stage.clone()),
-                            ("step", step.clone()),
-                        ],
-                        f,
-                    )
-                })
-            })
-            .collect();
+        // The series are visited once per family, their labels borrowed from the figures:
+        // nothing per step is built to render them (the file has a line per series).
+        let step_series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
+            for (stage, steps) in &self.steps {
+                for (step, f) in steps {
+                    let labels = [
+                        ("package", pkg),
+                        ("version", f.version.as_str()),
+                        ("stage", stage.as_str()),
+                        ("step", step.as_str()),
+                    ];
+                    visit(&labels, f);
+                }
+            }
+        };
         operation_families(out, "skyhook_agent_step", "step", &step_series);
 
-        let op_series: Vec<(Vec<(&str, String)>, &OperationFigures)> = self
-            .interrupts
-            .iter()
-            .flat_map(|(kind, i)| {
-                i.operations.iter().map(move |(id, f)| {
-                    (
-                        vec![
-                            ("package", pkg.to_owned()),
-                            ("version", f.version.clone()),
-                            ("interrupt", kind.clone()),
-                            ("operation", id.clone()),
-                        ],
-                        f,
-                    )
-                })
-            })
-            .collect();
+        let op_series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
+            for (kind, i) in &self.interrupts {
+                for (id, f) in &i.operations {
+                    let labels = [
+                        ("package", pkg),
+                        ("version", f.version.as_str()),
+                        ("interrupt", kind.as_str()),
+                        ("operation", id.as_str()),
+                    ];
+                    visit(&labels, f);
+                }
+            }
+        };
         operation_families(
             out,
             "skyhook_agent_interrupt_operation",
@@ -557,13 +560,14 @@ type StageValue = fn(&StageFigures) -> String;
 type Counter = fn(&InterruptFigures) -> u64;
 type OperationValue = fn(&OperationFigures) -> String;
 
+/// The labels of one step or interrupt operation series.
+type Labels<'a> = [(&'static str, &'a str); 4];
+
+/// Calls its argument with every series of a family.
+type Series<'s> = dyn Fn(&mut dyn FnMut(&Labels<'_>, &OperationFigures)) + 's;
+
 /// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations.
-fn operation_families(
-    out: &mut Text<'_>,
-    prefix: &str,
-    what: &str,
-    series: &[(Vec<(&str, String)>, &OperationFigures)],
-) {
+fn operation_families(out: &mut Text<'_>, prefix: &str, what: &str, series: &Series<'_>) {
     let simple: [(&str, String, OperationValue); 5] = [
         (
             "last_run_duration_seconds",
@@ -599,9 +603,7 @@ fn operation_families(
     for (suffix, help, value) in &simple {
         let name = format!("{prefix}_{suffix}");
         out.family(&name, "gauge", help);
-        for (labels, f) in series {
-            out.sample_owned(&name, labels, &value(f));
-        }
+        series(&mut |labels, f| out.sample(&name, labels, &value(f)));
     }
     let name = format!("{prefix}_last_run_cpu_seconds");
     out.family(
@@ -611,26 +613,32 @@ fn operation_families(
             "CPU time of the last run of the {what} and the descendants it waited for, by mode (user, system)."
         ),
     );
-    for (labels, f) in series {
+    series(&mut |labels, f| {
         for (mode, v) in [("user", f.user_cpu_us), ("system", f.system_cpu_us)] {
-            let mut l = labels.clone();
-            l.push(("mode", mode.to_owned()));
-            out.sample_owned(&name, &l, &secs(v));
+            out.sample(&name, &with_label(labels, ("mode", mode)), &secs(v));
         }
-    }
+    });
     let name = format!("{prefix}_last_run_output_bytes");
     out.family(
         &name,
         "gauge",
         &format!("Bytes the last run of the {what} wrote, by stream (stdout, stderr)."),
     );
-    for (labels, f) in series {
+    series(&mut |labels, f| {
         for (stream, v) in [("stdout", f.stdout_bytes), ("stderr", f.stderr_bytes)] {
-            let mut l = labels.clone();
-            l.push(("stream", stream.to_owned()));
-            out.sample_owned(&name, &l, &v.to_string());
+            out.sample(
+                &name,
+                &with_label(labels, ("stream", stream)),
+                &v.to_string(),
+            );
         }
-    }
+    });
+}
+
+/// `labels` and one more.
+fn with_label<'a>(labels: &Labels<'a>, extra: (&'static str, &'a str)) -> [(&'a str, &'a str); 5] {
+    let [a, b, c, d] = *labels;
+    [a, b, c, d, extra]
 }
 
 /// Microseconds as seconds in the text format (`1.5`, `0.000042`, `3`), from integers only.
@@ -659,7 +667,9 @@ impl Text<'_> {
                 if i > 0 {
                     let _ = self.0.write_char(',');
                 }
-                let _ = write!(self.0, "{k}=\"{}\"", escape_label(v));
+                let _ = write!(self.0, "{k}=\"");
+                write_escaped_label(self.0, v);
+                let _ = self.0.write_char('"');
             }
             let _ = self.0.write_char('}');
         }
@@ -672,11 +682,19 @@ impl Text<'_> {
     }
 }
 
-/// Label values: `\`, `"` and newlines escaped.
-fn escape_label(v: &str) -> String {
-    v.replace('\\', r"\\")
-        .replace('"', "\\\"")
-        .replace('\n', r"\n")
+/// Label values: `\`, `"` and newlines escaped, written as they go.
+fn write_escaped_label(out: &mut dyn fmt::Write, v: &str) {
+    let mut rest = v;
+    while let Some(i) = rest.find(['\\', '"', '\n']) {
+        let _ = out.write_str(&rest[..i]);
+        let _ = out.write_str(match rest.as_bytes()[i] {
+            b'\\' => r"\\",
+            b'"' => "\\\"",
+            _ => r"\n",
+        });
+        rest = &rest[i + 1..];
+    }
+    let _ = out.write_str(rest);
 }
 
 /// HELP text: `\` and newlines escaped.

@@ -1,6 +1,7 @@
 //! The results record (SPEC §8.12, ext): what the last run of a stage or interrupt did, for
 //! `agent status` and for humans, in `STATE/results/<pkg>/<ver>/<MODE>.json`.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -94,10 +95,11 @@ pub fn unrecorded(mode: &str) -> String {
 pub struct OperationResult {
     /// The step's path, or the interrupt command line.
     pub operation: String,
-    /// `ran` or `skipped`.
-    pub decision: String,
+    /// `ran` or `skipped`. (Words the agent mostly takes from its own text: a record keeps
+    /// one per step, without an allocation of its own for each.)
+    pub decision: Cow<'static, str>,
     /// Why it ran or was skipped.
-    pub reason: String,
+    pub reason: Cow<'static, str>,
     #[serde(default)]
     pub exit_code: Option<i32>,
     #[serde(default)]
@@ -129,7 +131,7 @@ pub struct OperationResult {
 }
 
 impl OperationResult {
-    pub fn skipped(operation: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn skipped(operation: impl Into<String>, reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             operation: operation.into(),
             decision: "skipped".into(),
@@ -139,7 +141,7 @@ impl OperationResult {
     }
 
     /// An operation that did not get to run its process (e.g. a missing `env:` variable).
-    pub fn not_started(operation: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub fn not_started(operation: impl Into<String>, reason: impl Into<Cow<'static, str>>) -> Self {
         Self {
             operation: operation.into(),
             decision: "ran".into(),
@@ -151,7 +153,7 @@ impl OperationResult {
 
     pub fn ran(
         operation: impl Into<String>,
-        reason: impl Into<String>,
+        reason: impl Into<Cow<'static, str>>,
         outcome: &Outcome,
         succeeded: bool,
         log: Option<String>,

@@ -184,14 +184,7 @@ impl HostFs {
         missing: Missing,
     ) -> Result<Option<Located>, HostFsError> {
         let path = Self::clean(host_path)?;
-        lookup(
-            self.open_root()?,
-            Path::new("/"),
-            &path,
-            links,
-            missing,
-            Goal::Entry,
-        )
+        self.lookup_from_root(&path, links, missing, Goal::Entry)
     }
 
     /// Read a host file of at most `bound` bytes as the host sees it ([`Links::InRoot`]):
@@ -218,15 +211,30 @@ impl HostFs {
         dir: &Path,
         missing: Missing,
     ) -> Result<Option<OwnedFd>, HostFsError> {
-        let located = lookup(
+        let located = self.lookup_from_root(dir, Links::Refuse, missing, Goal::Dir)?;
+        Ok(located.map(|l| l.dir))
+    }
+
+    /// [`lookup`] from ROOT: the common case from the ROOT directory opened once, the walk
+    /// from a directory of its own.
+    fn lookup_from_root(
+        &self,
+        path: &Path,
+        links: Links,
+        missing: Missing,
+        goal: Goal,
+    ) -> Result<Option<Located>, HostFsError> {
+        if let Some(located) = fast_lookup(self.root_dir()?, Path::new("/"), path, goal)? {
+            return Ok(Some(located));
+        }
+        lookup(
             self.open_root()?,
             Path::new("/"),
-            dir,
-            Links::Refuse,
+            path,
+            links,
             missing,
-            Goal::Dir,
-        )?;
-        Ok(located.map(|l| l.dir))
+            goal,
+        )
     }
 }
 

@@ -48,23 +48,25 @@ pub(super) struct ModeSteps {
     /// The steps that validated; `complete` is false if any did not.
     pub(super) steps: Vec<Step>,
     pub(super) complete: bool,
-    /// `(json path, step path)` of every step whose `path` is well-formed.
-    pub(super) paths: Vec<(String, String)>,
+    /// `(index, step path)` of every step whose `path` is well-formed (its JSON path is
+    /// made from the index when a finding needs it: [`step_path_field`]).
+    pub(super) paths: Vec<(usize, String)>,
 }
 
 /// The keys of `modes`, in the order their findings are reported: known modes in canonical
 /// order, then unknown keys by name.
 pub(super) type Modes = BTreeMap<(bool, Option<Mode>, String), ModeKey>;
 
-/// Parse `text` as a whole (trailing characters are an error, as for `serde_json::from_str`).
-/// The error is serde_json's, for the caller's "not valid JSON" finding. Nesting is limited by
-/// serde_json to 128 levels, as for a tree.
-pub(super) fn parse(
-    text: &str,
+/// Parse the document `de` reads as a whole (trailing characters are an error, as for
+/// `serde_json::from_str`), from a string or through a reader. The error is serde_json's, for
+/// the caller's "not valid JSON" finding. Nesting is limited by serde_json to 128 levels, as
+/// for a tree. Every step is checked; only those of `keep` (every mode when `None`) are kept.
+pub(super) fn parse<'de, R: serde_json::de::Read<'de>>(
+    de: &mut serde_json::Deserializer<R>,
     strictness: Strictness,
+    keep: Option<Mode>,
 ) -> Result<Streamed<Document>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let doc = Top { strictness }.deserialize(&mut de)?;
+    let doc = Top { strictness, keep }.deserialize(&mut *de)?;
     de.end()?;
     Ok(doc)
 }
@@ -117,6 +119,7 @@ fn other_seq<'de, T, A: SeqAccess<'de>>(seq: A) -> Result<Streamed<T>, A::Error>
 /// The top-level object.
 struct Top {
     strictness: Strictness,
+    keep: Option<Mode>,
 }
 
 visited_seed!(Top);
@@ -137,6 +140,7 @@ impl<'de> Visitor<'de> for Top {
             if key == "modes" {
                 modes = Some(map.next_value_seed(ModesSeed {
                     strictness: self.strictness,
+                    keep: self.keep,
                 })?);
             } else {
                 let value: Value = map.next_value()?;
@@ -150,6 +154,7 @@ impl<'de> Visitor<'de> for Top {
 /// The `modes` object.
 struct ModesSeed {
     strictness: Strictness,
+    keep: Option<Mode>,
 }
 
 visited_seed!(ModesSeed);
@@ -189,6 +194,7 @@ impl<'de> Visitor<'de> for ModesSeed {
                         validator: &mut validator,
                         mode,
                         mode_path: &mode_path,
+                        keep: self.keep.is_none_or(|keep| keep == mode),
                     };
                     match map.next_value_seed(seed)? {
                         Streamed::Parsed(steps) => Some(steps),
@@ -210,11 +216,18 @@ impl<'de> Visitor<'de> for ModesSeed {
     }
 }
 
+/// The JSON path of the `path` field of step `i` of `mode` (`modes.apply[3].path`).
+pub(super) fn step_path_field(mode: Mode, i: usize) -> String {
+    field(&index(&field("modes", mode.as_str()), i), "path")
+}
+
 /// The array of one mode: each step object parsed, checked and dropped in turn.
 struct StepsSeed<'a> {
     validator: &'a mut Validator,
     mode: Mode,
     mode_path: &'a str,
+    /// Keep the steps (else each is checked and dropped).
+    keep: bool,
 }
 
 visited_seed!(StepsSeed<'_>);
@@ -239,10 +252,11 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
             let step_path = index(self.mode_path, out.count);
             let (step, path) = self.validator.step(&item, &step_path, self.mode);
             if let Some(path) = path {
-                out.paths.push((field(&step_path, "path"), path));
+                out.paths.push((out.count, path));
             }
             match step {
-                Some(step) => out.steps.push(step),
+                Some(step) if self.keep => out.steps.push(step),
+                Some(_) => {}
                 None => out.complete = false,
             }
             out.count += 1;

@@ -829,6 +829,10 @@ fn load(dir: &Path) -> Result<(PackageConfig, Vec<Finding>), ConfigError> {
     PackageConfig::load(&dir.join("config.json"), &dir.join("skyhook_dir"))
 }
 
+fn load_stage(dir: &Path, mode: Mode) -> Result<(PackageConfig, Vec<Finding>), ConfigError> {
+    PackageConfig::load_stage(&dir.join("config.json"), &dir.join("skyhook_dir"), mode)
+}
+
 fn lint_findings(doc: &Value) -> Vec<Finding> {
     let dir = package_dir(doc, &["s1.sh", "s1_check.sh"]);
     lint(
@@ -1127,4 +1131,109 @@ fn findings_and_model_do_not_depend_on_key_order_or_repetition() {
         .collect();
     assert_eq!(names, ["a1", "a2"]);
     assert!(config.steps(Mode::Uninstall).is_empty());
+}
+
+/// Every step file of [`TRANSCRIPT_01`].
+fn transcript_01_dir() -> tempfile::TempDir {
+    let doc: Value = serde_json::from_str(TRANSCRIPT_01).unwrap();
+    let files: Vec<String> = doc["modes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|steps| steps.as_array().unwrap())
+        .map(|s| s["path"].as_str().unwrap().to_owned())
+        .collect();
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let dir = package_dir(&doc, &files);
+    std::fs::write(dir.path().join("config.json"), TRANSCRIPT_01).unwrap();
+    dir
+}
+
+#[test]
+fn a_stage_load_keeps_the_steps_of_its_mode_only() {
+    let dir = transcript_01_dir();
+    let (all, _) = load(dir.path()).unwrap();
+    let (apply, warnings) = load_stage(dir.path(), Mode::Apply).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(apply.steps(Mode::Apply), all.steps(Mode::Apply));
+    assert_eq!(apply.steps(Mode::Apply).len(), 2);
+    for mode in Mode::ALL.into_iter().filter(|m| *m != Mode::Apply) {
+        assert!(apply.steps(mode).is_empty(), "{mode}");
+    }
+    assert_eq!(
+        (
+            &apply.package_name,
+            &apply.package_version,
+            &apply.expected_config_files
+        ),
+        (
+            &all.package_name,
+            &all.package_version,
+            &all.expected_config_files
+        )
+    );
+    // uninstall-check removes the markers of every mode's steps: it keeps them all.
+    let (uninstall_check, _) = load_stage(dir.path(), Mode::UninstallCheck).unwrap();
+    assert_eq!(uninstall_check, all);
+}
+
+#[test]
+fn a_stage_load_checks_the_steps_of_every_mode() {
+    // A broken step of another mode fails the run as with a full load.
+    let doc = with(minimal(), "/modes/apply-check/0/returncodes", json!("zero"));
+    let dir = package_dir(&doc, &["s1.sh", "s1_check.sh"]);
+    let full = load(dir.path()).unwrap_err().to_string();
+    let stage = load_stage(dir.path(), Mode::Apply).unwrap_err().to_string();
+    assert_eq!(stage, full);
+    assert!(
+        stage.starts_with("modes.apply-check[0].returncodes: "),
+        "{stage}"
+    );
+    // And a missing step file of another mode.
+    let dir = package_dir(&minimal(), &["s1.sh"]);
+    let stage = load_stage(dir.path(), Mode::Apply).unwrap_err().to_string();
+    assert!(
+        stage.starts_with(r#"modes.apply-check[0].path: step file "s1_check.sh" does not exist"#),
+        "{stage}"
+    );
+}
+
+#[test]
+fn a_config_read_as_it_goes_is_judged_as_its_bytes_are() {
+    // The file is parsed through a reader; what is not a JSON document as read gets the
+    // finding of its whole text, exactly as before.
+    let valid = minimal().to_string();
+    let cases: Vec<Vec<u8>> = vec![
+        b"{\"schema_version\": \"v1\", \"package_name\": \"p\xff\"}".to_vec(),
+        b"\xef\xbb\xbf{}".to_vec(),
+        b"{\"schema_version\": \"v1\",".to_vec(),
+        format!("{valid} trailing").into_bytes(),
+        b"[1, 2]".to_vec(),
+        b"".to_vec(),
+        format!("{}{}", "[".repeat(200), "]".repeat(200)).into_bytes(),
+        valid
+            .replace("\"s1.sh\"", "\"s1.sh\", \"path\": \"../x\"")
+            .into_bytes(),
+    ];
+    for bytes in cases {
+        let dir = package_dir(&minimal(), &["s1.sh", "s1_check.sh"]);
+        std::fs::write(dir.path().join("config.json"), &bytes).unwrap();
+        let read = load(dir.path()).unwrap_err().to_string();
+        assert_eq!(
+            read,
+            first_error_bytes(&bytes),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+    }
+    // A valid one loads as from its bytes, warnings included.
+    let mut doc = minimal();
+    doc["modes"]["apply"][0]["extra"] = json!(1);
+    let dir = package_dir(&doc, &["s1.sh", "s1_check.sh"]);
+    let read = load(dir.path()).unwrap();
+    assert_eq!(read.1.len(), 1, "the unknown field's warning: {:?}", read.1);
+    assert_eq!(
+        read,
+        PackageConfig::from_slice(doc.to_string().as_bytes()).unwrap()
+    );
 }

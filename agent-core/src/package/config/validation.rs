@@ -1,13 +1,13 @@
 //! The rules of SPEC §7 over the parsed document, each finding named by its JSON path: one
 //! validator for the run ([`PackageConfig::load`]) and for `agent validate` ([`lint`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::stream::{self, Modes, Streamed};
+use super::stream::{self, Modes, Streamed, step_path_field};
 use super::{
     ConfigError, Finding, NO_DEFINED_STEPS, PackageConfig, SCHEMA_VERSION, STEP_NAME_PATTERN,
     Severity, expected_check_path, is_semver,
@@ -53,14 +53,17 @@ pub(super) const STEP_FIELDS: [&str; 8] = [
 #[derive(Debug, Default)]
 pub(super) struct Parsed {
     config: Option<PackageConfig>,
-    /// `(json path, step path)` of every step whose `path` is well-formed.
-    step_files: Vec<(String, String)>,
+    /// `(mode, index, step path)` of every step whose `path` is well-formed.
+    step_files: Vec<(Mode, usize, String)>,
     /// `(json path, entry)` of every string in `expected_config_files`.
     expected_files: Vec<(String, String)>,
 }
 
 pub(super) struct Validator {
     strictness: Strictness,
+    /// The only mode whose steps the config keeps (every mode's when `None`); every step is
+    /// checked all the same.
+    keep: Option<Mode>,
     pub(super) findings: Vec<Finding>,
 }
 
@@ -68,8 +71,15 @@ impl Validator {
     pub(super) fn new(strictness: Strictness) -> Self {
         Self {
             strictness,
+            keep: None,
             findings: Vec::new(),
         }
+    }
+
+    /// Keep only the steps of `mode` (`None`: of every mode).
+    pub(super) fn keeping(mut self, mode: Option<Mode>) -> Self {
+        self.keep = mode;
+        self
     }
 
     /// Validate and return the config with its warnings, or the first error found.
@@ -79,6 +89,29 @@ impl Validator {
         files: &Files<'_>,
     ) -> Result<(PackageConfig, Vec<Finding>), ConfigError> {
         let config = self.check(bytes, files);
+        self.result(config)
+    }
+
+    /// [`Validator::run`] on the document `reader` gives, parsed as it is read, so that the
+    /// file is never held whole. `None` when it is not a JSON document as read (not UTF-8,
+    /// a syntax error, a read error): the caller then checks the file's bytes with
+    /// [`Validator::run`], whose finding names the problem exactly as it always has.
+    pub(super) fn run_reader(
+        mut self,
+        reader: impl io::Read,
+        files: &Files<'_>,
+    ) -> Option<Result<(PackageConfig, Vec<Finding>), ConfigError>> {
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        let doc = stream::parse(&mut de, self.strictness, self.keep).ok()?;
+        let parsed = self.check_parsed(doc);
+        let config = self.check_files(parsed, files);
+        Some(self.result(config))
+    }
+
+    fn result(
+        self,
+        config: Option<PackageConfig>,
+    ) -> Result<(PackageConfig, Vec<Finding>), ConfigError> {
         if let Some(first) = self.findings.iter().find(|f| f.severity == Severity::Error) {
             return Err(ConfigError::Invalid(first.clone()));
         }
@@ -96,10 +129,16 @@ impl Validator {
 
     /// Every rule, in document order; the config is built only if no rule failed.
     pub(super) fn check(&mut self, bytes: &[u8], files: &Files<'_>) -> Option<PackageConfig> {
-        let parsed = self.check_document(bytes)?;
+        let parsed = self.check_document(bytes);
+        self.check_files(parsed, files)
+    }
+
+    /// The file rules over what the document pass found, then the config if nothing failed.
+    fn check_files(&mut self, parsed: Option<Parsed>, files: &Files<'_>) -> Option<PackageConfig> {
+        let parsed = parsed?;
         if let Some(dir) = files.skyhook_dir {
-            for (json_path, step_path) in &parsed.step_files {
-                self.check_step_file(json_path, step_path, dir);
+            for (mode, i, step_path) in &parsed.step_files {
+                self.check_step_file(&step_path_field(*mode, *i), step_path, dir);
             }
         }
         if let Some(dir) = files.configmaps_dir {
@@ -155,17 +194,25 @@ impl Validator {
         };
         // serde_json refuses nesting deeper than 128 levels, so hostile input cannot overflow
         // the stack here or in the recursive drop of a value.
-        let doc = match stream::parse(text, self.strictness) {
-            Ok(Streamed::Parsed(doc)) => doc,
-            Ok(Streamed::Other(other)) => {
+        let mut de = serde_json::Deserializer::from_str(text);
+        match stream::parse(&mut de, self.strictness, self.keep) {
+            Ok(doc) => self.check_parsed(doc),
+            Err(e) => {
+                self.error("", format!("config is not valid JSON: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The document rules over a parsed document.
+    fn check_parsed(&mut self, doc: Streamed<stream::Document>) -> Option<Parsed> {
+        let doc = match doc {
+            Streamed::Parsed(doc) => doc,
+            Streamed::Other(other) => {
                 self.error(
                     "",
                     format!("expected a JSON object, found {}", describe(&other)),
                 );
-                return None;
-            }
-            Err(e) => {
-                self.error("", format!("config is not valid JSON: {e}"));
                 return None;
             }
         };
@@ -279,7 +326,7 @@ impl Validator {
         let mut modes = BTreeMap::new();
         // Per mode: the number of step entries (valid or not) and the well-formed step paths.
         let mut counts: BTreeMap<Mode, usize> = BTreeMap::new();
-        let mut paths: BTreeMap<Mode, Vec<(String, String)>> = BTreeMap::new();
+        let mut paths: BTreeMap<Mode, Vec<(usize, String)>> = BTreeMap::new();
         for (_, key) in keys {
             self.findings.extend(key.findings);
             let (Some(mode), Some(steps)) = (key.mode, key.steps) else {
@@ -295,8 +342,10 @@ impl Validator {
         }
 
         self.document_rules(&counts, &paths);
-        for mode_paths in paths.into_values() {
-            parsed.step_files.extend(mode_paths);
+        for (mode, mode_paths) in paths {
+            parsed
+                .step_files
+                .extend(mode_paths.into_iter().map(|(i, path)| (mode, i, path)));
         }
         complete.then_some(modes)
     }
@@ -305,7 +354,7 @@ impl Validator {
     fn document_rules(
         &mut self,
         counts: &BTreeMap<Mode, usize>,
-        paths: &BTreeMap<Mode, Vec<(String, String)>>,
+        paths: &BTreeMap<Mode, Vec<(usize, String)>>,
     ) {
         let has_steps = |mode: Mode| counts.get(&mode).is_some_and(|&n| n > 0);
         let non_check: Vec<Mode> = Mode::ALL.into_iter().filter(|m| !m.is_check()).collect();
@@ -338,17 +387,17 @@ impl Validator {
                 continue;
             }
             // Warning only (SPEC §7): a check step proves its step's work is done.
-            let check_paths: Vec<&str> = paths
+            let check_paths: BTreeSet<&str> = paths
                 .get(&twin)
                 .into_iter()
                 .flatten()
                 .map(|(_, p)| p.as_str())
                 .collect();
-            for (json_path, step_path) in paths.get(&mode).into_iter().flatten() {
+            for (i, step_path) in paths.get(&mode).into_iter().flatten() {
                 let expected = expected_check_path(step_path);
-                if !check_paths.contains(&expected.as_str()) {
+                if !check_paths.contains(expected.as_str()) {
                     self.warning(
-                        json_path,
+                        &step_path_field(mode, *i),
                         format!(
                             "no check step {} for {} in modes.{twin}",
                             quote(&expected),
