@@ -158,6 +158,33 @@ for step in "$@"; do
 done
 "#;
 
+/// The floor of (b): each step spawned chrooted and waited for, then its two durable writes,
+/// from this process. Returns the wall time and its two parts (spawn and wait, writes).
+fn syscall_floor(
+    b: &Bench,
+    pkg: &crate::host::Package,
+    dir: &std::path::Path,
+) -> anyhow::Result<(Duration, Duration, Duration)> {
+    std::fs::create_dir_all(dir)?;
+    let handle = File::open(dir)?;
+    let (mut exec, mut writes) = (Duration::ZERO, Duration::ZERO);
+    let started = Instant::now();
+    for path in &pkg.steps {
+        let at = Instant::now();
+        let mut cmd = b.host.step(pkg, path);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().with_context(|| format!("spawning {path}"))?;
+        let reaped = measure::reap(&child)?;
+        ensure!(reaped.success(), "{path}: {}", reaped.describe());
+        let written = Instant::now();
+        measure::durable_write(dir, &handle, &format!("{path}.a"), MARKER)?;
+        measure::durable_write(dir, &handle, &format!("{path}.b"), MARKER)?;
+        exec += written - at;
+        writes += written.elapsed();
+    }
+    Ok((started.elapsed(), exec, writes))
+}
+
 /// (b) An N-step apply: agent wall time per step against the shell loop of the issue (exec
 /// each step chrooted, two durable small-file writes per step) and, for reference, the same
 /// loop without a shell (the system calls alone). `rerun` keeps the state of the previous
@@ -226,28 +253,11 @@ pub fn steps(b: &mut Bench, n: usize, rerun: bool) -> anyhow::Result<()> {
                 }
                 1 => {
                     let dir = marker_dir(&d);
-                    std::fs::create_dir_all(&dir)?;
-                    let handle = File::open(&dir)?;
-                    let (mut exec, mut writes) = (Duration::ZERO, Duration::ZERO);
-                    let started = Instant::now();
-                    for path in &pkg.steps {
-                        let at = Instant::now();
-                        let mut cmd = b.host.step(&pkg, path);
-                        cmd.stdout(Stdio::null()).stderr(Stdio::null());
-                        let child = cmd.spawn().with_context(|| format!("spawning {path}"))?;
-                        let reaped = measure::reap(&child)?;
-                        ensure!(reaped.success(), "{path}: {}", reaped.describe());
-                        let written = Instant::now();
-                        measure::durable_write(&dir, &handle, &format!("{path}.a"), MARKER)?;
-                        measure::durable_write(&dir, &handle, &format!("{path}.b"), MARKER)?;
-                        exec += written - at;
-                        writes += written.elapsed();
-                    }
-                    let wall = per_step(started.elapsed());
+                    let (wall, exec, writes) = syscall_floor(b, &pkg, &dir)?;
                     if i > 0 {
                         floor_split.push([per_step(exec), per_step(writes)]);
                     }
-                    wall
+                    per_step(wall)
                 }
                 _ => {
                     // A file per run: an agent that does not time its phases (an older

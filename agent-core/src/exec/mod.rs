@@ -541,6 +541,54 @@ fn dev_null() -> io::Result<BorrowedFd<'static>> {
     Ok(DEV_NULL.get().expect("set above").as_fd())
 }
 
+/// The relay of an operation's stdout and stderr (`pipes`, read ends) to the agent's streams
+/// and `log`, on a blocking thread of its own.
+fn start_relay(
+    output: &Output,
+    [out_r, err_r]: [OwnedFd; 2],
+    log: Option<File>,
+    wake: relay::Wake,
+) -> tokio::task::JoinHandle<relay::Relayed> {
+    let relay = relay::Relay::new(
+        vec![
+            (
+                out_r,
+                relay::Destination::new(output.stdout.clone(), output.stdout_line.clone()),
+            ),
+            (
+                err_r,
+                relay::Destination::new(output.stderr.clone(), output.stderr_line.clone()),
+            ),
+        ],
+        log,
+        wake,
+        relay::DrainPolicy::default(),
+    );
+    tokio::task::spawn_blocking(move || relay.run())
+}
+
+/// SPEC §8.4: the pipes were let go while processes the operation left running still held
+/// them; say which.
+fn warn_if_still_held(program: &str, held: &[OwnedFd]) {
+    let held = leftovers::still_held(held);
+    if held.is_empty() {
+        return;
+    }
+    let holders = leftovers::holding_pipes(&held);
+    if holders.is_empty() {
+        warn!(
+            operation = %program,
+            "a process the operation left running still holds its output; no longer relaying it"
+        );
+    } else {
+        warn!(
+            operation = %program,
+            held_by = %leftovers::describe(&holders),
+            "processes the operation left running still hold its output; no longer relaying it"
+        );
+    }
+}
+
 #[async_trait::async_trait]
 impl Runner for ProcessRunner {
     /// Run `spec` to completion, relaying its stdout and stderr raw to the agent's streams and,
@@ -597,28 +645,7 @@ impl Runner for ProcessRunner {
                 None
             }
         });
-        let relay = relay::Relay::new(
-            vec![
-                (
-                    out_r,
-                    relay::Destination::new(
-                        cfg.output.stdout.clone(),
-                        cfg.output.stdout_line.clone(),
-                    ),
-                ),
-                (
-                    err_r,
-                    relay::Destination::new(
-                        cfg.output.stderr.clone(),
-                        cfg.output.stderr_line.clone(),
-                    ),
-                ),
-            ],
-            log,
-            wake,
-            relay::DrainPolicy::default(),
-        );
-        let mut relay = Some(tokio::task::spawn_blocking(move || relay.run()));
+        let mut relay = Some(start_relay(&cfg.output, [out_r, err_r], log, wake));
         // What the kernel accounts to the process, read once it has exited and before the
         // async side reaps it (see `usage`).
         let mut exit_wait = Some(tokio::task::spawn_blocking(move || usage::wait_exited(pid)));
@@ -725,24 +752,7 @@ impl Runner for ProcessRunner {
         }
         let (status, duration) = status.expect("loop ends after wait");
         let relayed = relayed.expect("loop ends after the relay");
-        let held = leftovers::still_held(&relayed.held);
-        if !held.is_empty() {
-            let holders = leftovers::holding_pipes(&held);
-            if holders.is_empty() {
-                warn!(
-                    operation = %program,
-                    "a process the operation left running still holds its output; no longer \
-                     relaying it"
-                );
-            } else {
-                warn!(
-                    operation = %program,
-                    held_by = %leftovers::describe(&holders),
-                    "processes the operation left running still hold its output; no longer \
-                     relaying it"
-                );
-            }
-        }
+        warn_if_still_held(&program, &relayed.held);
         let status = std::process::ExitStatus::from_raw(status);
         let termination = match (status.code(), status.signal()) {
             (Some(code), _) => Termination::Exited(code),
