@@ -4,6 +4,9 @@
 use agent_core::exec::Output;
 use agent_core::host::runtime::{LogFormat, Runtime};
 use tracing::warn;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::cli::Verbosity;
 use crate::logfmt;
@@ -12,9 +15,11 @@ use crate::logfmt;
 pub fn init(rt: &Runtime, verbosity: Verbosity) {
     let wanted = verbosity.filter().unwrap_or(&rt.log_filter);
     // An invalid filter is an invalid setting like any other: warned about, then the default.
-    let (filter, bad_filter) = match tracing_subscriber::EnvFilter::try_new(wanted) {
+    // `target=level` directives and a bare level, comma-separated (RUST_LOG's common form;
+    // no span or field filters, which would link a regex engine into the node image).
+    let (filter, bad_filter) = match wanted.parse::<Targets>() {
         Ok(filter) => (filter, None),
-        Err(e) => (tracing_subscriber::EnvFilter::new("info"), Some(e)),
+        Err(e) => (Targets::new().with_default(LevelFilter::INFO), Some(e)),
     };
     // SPEC §10: a closed stderr must neither panic nor stop the run; the writer drops what
     // it cannot write, and the subscriber must not report that on the same stderr.
@@ -24,10 +29,20 @@ pub fn init(rt: &Runtime, verbosity: Verbosity) {
         .log_internal_errors(false)
         .with_ansi(false)
         .with_target(false)
-        .with_env_filter(filter);
+        // The filter is `filter`, layered on below: the builder lets everything through.
+        .with_max_level(LevelFilter::TRACE);
     let _ = match rt.log_format {
-        LogFormat::Text => builder.event_format(logfmt::Logfmt).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder
+            .event_format(logfmt::Logfmt)
+            .finish()
+            .with(filter)
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .finish()
+            .with(filter)
+            .try_init(),
     };
     if let Some(e) = bad_filter {
         warn!(

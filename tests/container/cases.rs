@@ -569,8 +569,16 @@ fn e2e_interrupt_no_op(image: &Image) {
 /// examples/distributor-template, built by scripts/build-image.sh from its own manifest, lock
 /// file and profile, names its build, lists its kind and runs it in an interrupt pod.
 fn distributor_image_runs_its_own_kind(_stock: &Image) {
-    let image = Image::build_with(
-        "agent-container-suite-distributor",
+    // A target directory of its own: the binary is also named `agent`, and the stock image's
+    // (which the reproducibility case compares) must stay as it was built.
+    let target_dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("container-suite-distributor-target");
+    let image = Image::build_in(
+        &format!(
+            "localhost/agent-container-suite-distributor:{}",
+            std::process::id()
+        ),
+        &target_dir,
         &[
             "--manifest-path",
             "examples/distributor-template/Cargo.toml",

@@ -105,7 +105,7 @@ pub const ENVIRONMENT: &[Variable] = &[
     var(
         "SKYHOOK_AGENT_LOG",
         "info",
-        "filter of the diagnostics (RUST_LOG syntax); -q and -v override it",
+        "filter of the diagnostics: a level and target=level directives, comma-separated; -q and -v override it",
     ),
     var(
         "SKYHOOK_AGENT_WRITE_METRICS",
