@@ -27,21 +27,6 @@ const BLESS: &str = "DOCS_BLESS";
 /// How long one document's commands may take together.
 const DOC_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Operator forms that run steps or interrupt operations on ROOT (SPEC §1.1).
-const RUNNING_MODES: [&str; 11] = [
-    "apply",
-    "apply-check",
-    "config",
-    "config-check",
-    "upgrade",
-    "upgrade-check",
-    "uninstall",
-    "uninstall-check",
-    "post-interrupt",
-    "post-interrupt-check",
-    "interrupt",
-];
-
 /// Set up the mount namespace (`$1` is the repository), then hand over to the commands:
 /// every mount but the kernel's own file systems read-only (with the flags it has, which a
 /// user namespace may not drop), a tmpfs on /tmp; checked without writing anything.
@@ -189,7 +174,7 @@ pub fn touches_the_host(cmd: &str) -> Option<String> {
             .filter(|a| !a.starts_with('-'))
             .collect();
         let root = match sub {
-            mode if RUNNING_MODES.contains(&mode) => {
+            mode if crate::util::MODES.contains(&mode) => {
                 let needed = if mode == "interrupt" { 3 } else { 2 };
                 if positional.len() < needed {
                     return Some(format!(

@@ -12,7 +12,8 @@ mod modes;
 #[cfg(feature = "try")]
 pub use args::Try;
 pub use args::{
-    Completions, Format, Interrupts, ManPage, Operation, Plan, Reset, Status, Validate, Verbosity,
+    Completions, Format, Interrupts, Logs, ManPage, Operation, Plan, Reset, Status, Validate,
+    Verbosity,
 };
 
 use std::ffi::OsString;
@@ -66,7 +67,7 @@ pub enum Subcommand {
     ///
     /// As the agent wrote them on the host (LOGS), found through STATE's results records;
     /// `--run N` for earlier ones.
-    Logs(crate::commands::logs::Logs),
+    Logs(Logs),
     /// Make work run again: show, then (with --yes) remove its completion markers
     ///
     /// The work is a step, a stage, a package or an interrupt resource.

@@ -13,111 +13,14 @@ use std::process::ExitCode;
 use agent_core::exec::Output;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
-use agent_core::host::identity::{NotAComponent, is_single_component, path_component};
 use agent_core::host::runtime::Runtime;
 use agent_core::state::logs;
 use agent_core::state::results::{self, RunRecord};
 use agent_core::state::status::{self, PackageStatus, Scope};
 use serde::Serialize;
 
-use crate::cli::{Format, Verbosity};
+use crate::cli::{Format, Logs, Verbosity};
 use crate::output;
-
-#[derive(Debug, clap::Args)]
-#[command(
-    override_usage = "agent logs [OPTIONS] ROOT_MOUNT [--package NAME] [--step PATH | --operation OPERATION] [--run N]",
-    after_help = "\
-Without --step or --operation: the logs of every step (or the interrupt) that ran in the
-package's latest run, as its results record names them; a step whose log was not written or
-has been removed since shows the last 4 KiB of its output the record keeps.
-
---run N counts back from the newest, 1 being the newest:
-  with --step or --operation  the Nth newest log of that step or interrupt operation (the
-                              agent keeps the 5 newest of each)
-  otherwise                   the Nth most recent run still recorded (the record of the last
-                              run of each stage, and of the interrupt, of each version)
-
---operation takes an interrupt operation, <type>_<index> (node_restart_0) or the type alone:
-an interrupt run keeps one log for all its operations, LOGS/<package>/<version>/interrupts/.
-
---package may be left out when the state directory holds one package; --package-version
-when the package's latest run, or its only version, says which.
-
-State directory (as for status, plan and reset): --state-dir, else SKYHOOK_ROOT_DIR, else the
-one directory of the operator's layout (/var/lib/skyhook/<name>, logs in
-/var/log/skyhook/<name>) that holds state; the state: line says which.
-
-Text: a logs: line saying what is shown, the state: line, then each log after a
-==> NAME: PATH <== line, as the agent wrote it. JSON (--format json): one document with
-schema_version, the package, the run and logs, each with its content (the last 1 MiB of the
-file; truncated_bytes says how much is left out); on failure the error document
-(docs/schemas/).
-
-Exit codes:
-  0  the logs were shown
-  1  no such package, run, step or log, or a log cannot be read
-  2  malformed arguments: a bad option, a name that is not one path component, several
-     packages or state directories to choose from"
-)]
-pub struct Logs {
-    /// The host root mount (/ on the node itself, /root in an agent pod).
-    root: PathBuf,
-    /// The package (default: the only one with state).
-    #[arg(long, value_name = "NAME", value_parser = package_name)]
-    package: Option<String>,
-    /// The package version (default: that of the package's latest run).
-    #[arg(long, value_name = "VERSION", value_parser = package_version)]
-    package_version: Option<String>,
-    /// A step: its path in config.json.
-    #[arg(long, value_name = "PATH", value_parser = step_path, conflicts_with = "operation")]
-    step: Option<String>,
-    /// An interrupt operation, <type>_<index> (e.g. node_restart_0), or its type.
-    #[arg(long, value_name = "OPERATION", value_parser = operation)]
-    operation: Option<String>,
-    /// Which one, counting back from the newest: 1 is the newest (see below).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 1,
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    run: u32,
-    /// STATE as a host path, instead of SKYHOOK_ROOT_DIR or the one found on the host.
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-}
-
-// SPEC §5: every option that becomes a path component passes the one rule while the command
-// line is parsed, so a bad name is a usage error before anything is read.
-fn package_name(s: &str) -> Result<String, NotAComponent> {
-    path_component("package name", s).map(|()| s.to_owned())
-}
-
-fn package_version(s: &str) -> Result<String, NotAComponent> {
-    path_component("package version", s).map(|()| s.to_owned())
-}
-
-/// A step path: relative, each component one path component (so no `..`).
-fn step_path(s: &str) -> Result<String, String> {
-    if s.split('/').all(is_single_component) {
-        Ok(s.to_owned())
-    } else {
-        Err(format!(
-            "step path {s:?} must be relative, without empty, `.` or `..` components"
-        ))
-    }
-}
-
-/// `<type>_<index>` or `<type>`: the interrupt type, which names the logs.
-fn operation(s: &str) -> Result<String, NotAComponent> {
-    path_component("operation", s)?;
-    Ok(match s.rsplit_once('_') {
-        Some((kind, i)) if !kind.is_empty() && i.parse::<usize>().is_ok() => kind.to_owned(),
-        _ => s.to_owned(),
-    })
-}
 
 /// The most of one log `--format json` carries: its end.
 const JSON_CONTENT_BOUND: u64 = 1 << 20;
