@@ -399,39 +399,58 @@ fn run_operator(
             warn!(file = %config_path.display(), "{w}");
         }
         out.package = Some((config.package_name.clone(), config.package_version.clone()));
-        out.planned = Some(Ok(config
-            .steps(mode)
-            .iter()
-            .map(|step| summary::Planned {
-                id: step.path.clone(),
-                command: None,
-            })
-            .collect()));
-        if !mode.is_uninstall() {
-            preflight::check_expected_config_files(root, &copy_dir, &config.expected_config_files)?;
-        }
-        // SPEC §11: one stage of a package at a time on this host. Taken once the input is
-        // known good: bad input writes nothing, not even a lock file.
-        let lock = locks::acquire(
-            &fs,
-            &locks::package_lock_path(&rt.state_dir, &config.package_name),
-            read_boot_id(&fs).ok().as_deref(),
-            &exec.cancel.stop,
-        )
-        .await?;
-        exec.runner = runner_for(&lock);
-        let run = RunIdentity {
-            mode: mode.as_str(),
-            resource_id: &rid.id,
-            package: &config.package_name,
-            version: &config.package_version,
+        // SPEC §1.5: a run that fails names the steps it did not get to; the list is made
+        // only then (a large package's step paths are not copied for a run that succeeds).
+        let planned = |config: &PackageConfig| {
+            Some(Ok(config
+                .steps(mode)
+                .iter()
+                .map(|step| summary::Planned {
+                    id: step.path.clone(),
+                    command: None,
+                })
+                .collect()))
         };
-        let started = SystemTime::now();
-        save_start(&fs, rt, &run, started)?;
-        if !mode.is_uninstall() {
-            preflight::overlay_root_dir(root, &copy_dir)
-                .context("overlaying root_dir onto the host")?;
+        let prepared = async {
+            if !mode.is_uninstall() {
+                preflight::check_expected_config_files(
+                    root,
+                    &copy_dir,
+                    &config.expected_config_files,
+                )?;
+            }
+            // SPEC §11: one stage of a package at a time on this host. Taken once the input
+            // is known good: bad input writes nothing, not even a lock file.
+            let lock = locks::acquire(
+                &fs,
+                &locks::package_lock_path(&rt.state_dir, &config.package_name),
+                read_boot_id(&fs).ok().as_deref(),
+                &exec.cancel.stop,
+            )
+            .await?;
+            let run = RunIdentity {
+                mode: mode.as_str(),
+                resource_id: &rid.id,
+                package: &config.package_name,
+                version: &config.package_version,
+            };
+            let started = SystemTime::now();
+            save_start(&fs, rt, &run, started)?;
+            if !mode.is_uninstall() {
+                preflight::overlay_root_dir(root, &copy_dir)
+                    .context("overlaying root_dir onto the host")?;
+            }
+            anyhow::Ok((lock, run, started))
         }
+        .await;
+        let (lock, run, started) = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                out.planned = planned(&config);
+                return Err(e);
+            }
+        };
+        exec.runner = runner_for(&lock);
         let cx = StageContext {
             fs: &fs,
             runtime: rt,
@@ -442,6 +461,9 @@ fn run_operator(
         let result = stage::run_stage(&cx, &config, mode, &mut out.operations)
             .await
             .map_err(anyhow::Error::from);
+        if result.is_err() {
+            out.planned = planned(&config);
+        }
         // The steps are done with: the memory of a large package's steps serves the results
         // and the metrics written next instead of adding to them.
         drop(std::mem::take(&mut config.modes));

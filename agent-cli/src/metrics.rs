@@ -38,7 +38,7 @@ pub(crate) fn save(
         finished: SystemTime::now(),
         interrupt,
         // After the results record: the verdict `agent status` gives once this run exits.
-        standing: Some(status::standing(fs, rt, &record.package)),
+        standing: Some(status::standing(fs, rt, record)),
     };
     let written = metrics::record(
         fs,

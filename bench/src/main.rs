@@ -43,7 +43,7 @@ struct Cli {
     /// Step counts of (b) (default 10,100,200,1000; --quick 10,200).
     #[arg(long, value_delimiter = ',', value_name = "N,N")]
     steps: Vec<usize>,
-    /// Step counts of the scaling scenario (g) (default 10,100,1000,5000; --quick 10,100,1000).
+    /// Step counts of the scaling scenario (g) (default 10,100,1000,3000,5000; --quick 10,100,1000).
     #[arg(long, value_delimiter = ',', value_name = "N,N")]
     scaling_steps: Vec<usize>,
     /// Output sizes of (c)/(f) in MiB (default 10,200,1024; --quick 10,200).
@@ -151,7 +151,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         &cli.scaling_steps,
         cli.quick,
         &[10, 100, 1000],
-        &[10, 100, 1000, 5000],
+        &[10, 100, 1000, 3000, 5000],
     );
     let sizes: Vec<u64> = pick(&cli.sizes_mib, cli.quick, &[10, 200], &[10, 200, 1024])
         .iter()

@@ -883,6 +883,10 @@ const ONE_LINE_STEP: &str = "#!/bin/sh\necho \"step ran\"\n";
 /// the first run and three reruns.
 const SCALING_SEQUENCE: usize = 4;
 
+/// The peak RSS a first run may reach, by step count: ≤ 6 MiB at 100 steps, ≤ 8 MiB at 3000
+/// (docs/performance.md, "Memory flat in the package's size").
+const FIRST_RUN_RSS_MIB: &[(usize, f64)] = &[(100, 6.0), (3000, 8.0)];
+
 /// (g) Scaling: the per-step time and peak RSS of an N-step apply, on its first run and on
 /// its third rerun in the same STATE and LOGS with `OVERLAY_ALWAYS_RUN_STEP=true` (every
 /// step runs again, so every rerun adds one log per step to the package's log directory, as
@@ -982,6 +986,7 @@ pub fn scaling(b: &mut Bench, counts: &[usize]) -> anyhow::Result<()> {
                 spread(&third)
             ),
         });
+        let absolute = FIRST_RUN_RSS_MIB.iter().find(|(steps, _)| *steps == n);
         b.rows.push(Row {
             scenario: name.clone(),
             metric: "peak RSS, first run".into(),
@@ -989,7 +994,7 @@ pub fn scaling(b: &mut Bench, counts: &[usize]) -> anyhow::Result<()> {
             agent: median(&first_rss),
             baseline: None,
             baseline_is: String::new(),
-            target: Target::None,
+            target: absolute.map_or(Target::None, |&(_, limit)| Target::AtMost { limit }),
             runs: b.runs,
             note: format!("range {} MiB", spread(&first_rss)),
         });

@@ -285,27 +285,51 @@ pub struct Scope<'a> {
     pub own_pid: Option<u32>,
 }
 
-/// How a run leaves its package: the verdict `agent status` gives it once the run's process
-/// has exited (a lock it holds does not count), and whether a reboot one of its interrupts
-/// asked for waits for a new boot ID. For the node's metrics.
-pub fn standing(fs: &HostFs, rt: &Runtime, package: &str) -> Standing {
-    let status = collect_scoped(
+/// How the run that recorded `finished` leaves its package: the verdict `agent status` gives
+/// it once the run's process has exited (a lock it holds does not count), and whether a
+/// reboot one of its interrupts asked for waits for a new boot ID. For the node's metrics.
+///
+/// `finished` is the package's most recent run, just recorded: it is judged as it is instead
+/// of reading every results record of the package again (a large package's records hold an
+/// operation per step). The package's history, interrupt markers and locks are read as
+/// [`collect_scoped`] reads them.
+pub fn standing(fs: &HostFs, rt: &Runtime, finished: &RunRecord) -> Standing {
+    let package = finished.package.as_str();
+    let mut ignored = |_: &str, _: &dyn std::fmt::Display| {};
+    let boot_id = read_boot_id(fs).ok();
+    let own_pid = Some(std::process::id());
+    let found = Found {
         fs,
         rt,
-        Scope {
-            package: Some(package),
-            own_pid: Some(std::process::id()),
-        },
+        only: Some(package),
+        own_pid,
+        boot_id: boot_id.as_deref(),
+    };
+    let mut names = BTreeSet::new();
+    let (mut by_package, other_interrupts) = found.interrupts(&mut names, &mut ignored);
+    found.held_locks(&mut names, &mut by_package, &other_interrupts, &mut ignored);
+    let interrupts = by_package.remove(package).unwrap_or_default();
+    let history = found.history(package, &mut ignored);
+    let last = LastRun {
+        run: finished,
+        reset_since: None,
+    };
+    let (verdict, ..) = judge_package(
+        package,
+        &rt.state_dir,
+        Some(last),
+        history.problem.as_deref(),
+        &interrupts,
     );
-    let found = status.packages.iter().find(|p| p.name == package);
+    let lock = locks::package_lock_path(&rt.state_dir, package);
     Standing {
-        verdict: found.map_or(status.status, |p| p.status),
-        reboot_pending: found.is_some_and(|p| {
-            p.interrupts.iter().flat_map(|i| &i.operations).any(|op| {
-                op.state == "pending"
-                    && op.pending_boot_id.is_some()
-                    && op.pending_boot_id == status.boot_id
-            })
+        verdict: if lock_holder(fs, &lock, own_pid, &mut ignored).is_some() {
+            Verdict::Running
+        } else {
+            verdict
+        },
+        reboot_pending: interrupts.iter().flat_map(|i| &i.operations).any(|op| {
+            op.state == "pending" && op.pending_boot_id.is_some() && op.pending_boot_id == boot_id
         }),
     }
 }
@@ -545,6 +569,21 @@ impl Found<'_> {
         }
     }
 
+    /// The package's version history; what keeps it from being read is its `problem`.
+    fn history(&self, name: &str, note: &mut impl FnMut(&str, &dyn std::fmt::Display)) -> History {
+        match history::inspect(self.fs, &self.rt.history_file(name)) {
+            Ok(h) => h,
+            Err(e) => {
+                let reason = chain(&e);
+                note(&format!("history of {name}"), &reason);
+                History {
+                    problem: Some(format!("the history file cannot be read: {reason}")),
+                    ..History::default()
+                }
+            }
+        }
+    }
+
     /// One package: its history, versions, markers, runs, lock and verdict, and its errors.
     fn package(
         &self,
@@ -557,17 +596,7 @@ impl Found<'_> {
         } = *self;
         let state = &rt.state_dir;
         let (flags, results_dir) = (rt.flags_dir(), state.join("results"));
-        let history = match history::inspect(fs, &rt.history_file(&name)) {
-            Ok(h) => h,
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("history of {name}"), &reason);
-                History {
-                    problem: Some(format!("the history file cannot be read: {reason}")),
-                    ..History::default()
-                }
-            }
-        };
+        let history = self.history(&name, note);
         let mut versions: BTreeSet<String> = BTreeSet::new();
         for dir in [flags.join(&name), results_dir.join(&name)] {
             for v in list(fs, &dir, note) {
@@ -621,8 +650,7 @@ impl Found<'_> {
         let judged = judge_package(
             &name,
             state,
-            &version_status,
-            live,
+            LastRun::of(&version_status, live),
             history.problem.as_deref(),
             &interrupts,
         );
@@ -695,15 +723,37 @@ fn settle_running(
 /// The mode of an interrupt run's results record.
 const INTERRUPT_MODE: &str = "interrupt";
 
+/// The run a package's verdict is judged by: its most recent stage or interrupt run (an
+/// `agent reset` record is bookkeeping, not a run) once it is no longer running (see
+/// [`settle_running`]), and the `agent reset` recorded after it, if any.
+#[derive(Clone, Copy)]
+struct LastRun<'a> {
+    run: &'a RunRecord,
+    reset_since: Option<&'a RunRecord>,
+}
+
+impl<'a> LastRun<'a> {
+    /// The last run of `versions`, unless it is `live`.
+    fn of(versions: &'a [VersionStatus], live: bool) -> Option<Self> {
+        let (version, run) = versions
+            .iter()
+            .flat_map(|v| v.runs.iter().map(move |r| (v, r)))
+            .filter(|(_, r)| r.mode != RESET_MODE)
+            .max_by_key(|(_, r)| sort_time(&r.finished))
+            .filter(|_| !live)?;
+        Some(LastRun {
+            run,
+            reset_since: reset_since(version, run),
+        })
+    }
+}
+
 /// A package's verdict without its lock, what it stands for (a stop, a reset) and what
-/// failed: the most recent stage or interrupt run (an `agent reset` record is bookkeeping, not
-/// a run) unless it is `live` (still running, see [`settle_running`]), a history that cannot
-/// be read, and its interrupt resources.
+/// failed: its [`LastRun`], a history that cannot be read, and its interrupt resources.
 fn judge_package(
     name: &str,
     state: &Path,
-    versions: &[VersionStatus],
-    live: bool,
+    last: Option<LastRun<'_>>,
     history_problem: Option<&str>,
     interrupts: &[InterruptStatus],
 ) -> (Verdict, Option<String>, Vec<StatusError>) {
@@ -718,12 +768,7 @@ fn judge_package(
         });
         parts.push(Verdict::Error);
     }
-    let last = versions
-        .iter()
-        .flat_map(|v| v.runs.iter().map(move |r| (v, r)))
-        .filter(|(_, r)| r.mode != RESET_MODE)
-        .max_by_key(|(_, r)| sort_time(&r.finished));
-    if let Some((version, run)) = last.filter(|_| !live) {
+    if let Some(LastRun { run, reset_since }) = last {
         let record = results::path(state, &run.package, &run.version, &run.mode);
         if run.is_running() {
             // SPEC §8.12: no agent holds its lock, so it ended without saying how.
@@ -738,7 +783,7 @@ fn judge_package(
             parts.push(Verdict::Stopped);
         } else if run.exit_code != 0 {
             let mut failed = run_errors(name, run, &record);
-            match reset_since(version, run) {
+            match reset_since {
                 Some(reset) => {
                     detail = Some(format!(
                         "the last {} failed; agent reset at {} since, and it has not run since",

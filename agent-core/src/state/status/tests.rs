@@ -96,3 +96,38 @@ fn times_sort_as_instants() {
     assert!(sort_time("2026-11-30T10:00:00Z") > sort_time("2026-11-30T09:59:59.5Z"));
     assert!(sort_time("2026-11-30T10:00:00.5Z") > sort_time("2026-11-30T10:00:00Z"));
 }
+
+/// The metrics' verdict is judged from the run just finished, not from the records on disk: a
+/// record a failed write left behind (here, an earlier failure) does not decide it.
+#[test]
+fn a_finished_run_stands_by_its_own_record() {
+    let root = tempfile::tempdir().unwrap();
+    let fs = HostFs::new(root.path());
+    let rt = Runtime::from_lookup(|_| None).unwrap();
+    let mut earlier = RunRecord::running(
+        ("v", "sha"),
+        "apply",
+        "pkg_1.0.0",
+        ("pkg", "1.0.0"),
+        "2026-12-01T10:00:00Z",
+    );
+    earlier.result = Some(RunState::Failed);
+    earlier.finished = "2026-12-01T10:00:01Z".into();
+    let file = results::path(&rt.state_dir, "pkg", "1.0.0", "apply");
+    results::write(&fs, &file, &earlier).unwrap();
+    assert_eq!(standing(&fs, &rt, &earlier).verdict, Verdict::Failed);
+
+    let mut finished = earlier.clone();
+    finished.result = Some(RunState::Succeeded);
+    finished.exit_code = 0;
+    finished.error = None;
+    finished.finished = "2026-12-01T10:05:00Z".into();
+    let standing = standing(&fs, &rt, &finished);
+    assert_eq!(standing.verdict, Verdict::Done);
+    assert!(!standing.reboot_pending);
+    finished.result = Some(RunState::Stopped);
+    assert_eq!(
+        super::standing(&fs, &rt, &finished).verdict,
+        Verdict::Stopped
+    );
+}
