@@ -5,6 +5,7 @@
 mod cancel;
 mod image;
 pub mod leftovers;
+pub mod operation;
 mod relay;
 mod spawn;
 mod sys;

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
+use crate::exec::operation::{self, Subject};
 use crate::exec::{self, FirstSignal, ProcessSpec, Termination};
 use crate::host::errors::state_err;
 use crate::host::fs::{HostFs, MARKER_BOUND};
@@ -314,18 +315,11 @@ impl Run {
             ..s.exec.clone()
         };
         let id = format!("{}_{index}", self.type_name);
-        // SPEC §1.5: a record before each operation, and a heartbeat while it runs, as for
-        // steps.
-        info!(operation = %id, command = %text, "operation started");
-        let beat = |elapsed: Duration| {
-            info!(
-                operation = %id,
-                command = %text,
-                elapsed_s = elapsed.as_secs(),
-                "operation running"
-            );
+        let subject = Subject::Command {
+            id: &id,
+            command: &text,
         };
-        let result = exec::with_heartbeat(exec.run(&spec, log.file()), s.heartbeat, beat)
+        let result = operation::supervise(&exec, &spec, log.file(), s.heartbeat, subject)
             .await
             .map_err(|source| InterruptError::Exec {
                 command: text.clone(),
@@ -376,21 +370,7 @@ impl Run {
                     )
             }
         };
-        // One result line per operation, with the same fields as a step's `step finished`.
-        let usage = &outcome.usage;
-        info!(
-            operation = %id,
-            command = %text,
-            result = %outcome.termination,
-            duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            cpu_user_ms = usage.user_cpu_us / 1000,
-            cpu_system_ms = usage.system_cpu_us / 1000,
-            max_rss_kib = usage.max_rss_bytes / 1024,
-            stdout_bytes = usage.stdout_bytes,
-            stderr_bytes = usage.stderr_bytes,
-            decision = if succeeded { "succeeded" } else { "failed" },
-            "operation finished"
-        );
+        operation::finished(subject, &outcome, succeeded);
         let accepted = match policy {
             CompletionPolicy::OnSuccess => "[0]",
             CompletionPolicy::AfterReboot => "[0] or SIGTERM",

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use tracing::{debug, info, warn};
 
+use crate::exec::operation::{self, Subject};
 use crate::exec::{self, ExecError, FirstSignal, ProcessSpec, Status, Termination};
 use crate::host::boot::read_boot_id;
 use crate::host::errors::Chain;
@@ -442,18 +443,12 @@ async fn run_step(
         phases::time(Phase::Log, || logs.open(fs, &step.path, SystemTime::now())).map_err(
             state_err(format!("creating the log of step {:?}", step.path)),
         )?;
-    // SPEC §1.5: a record before each step, and a heartbeat while it runs.
-    info!(mode = %mode, path = %step.path, "step started");
-    let running = cx.exec.run(&spec, log.file());
-    let beat = |elapsed: std::time::Duration| {
-        info!(
-            mode = %mode,
-            path = %step.path,
-            elapsed_s = elapsed.as_secs(),
-            "step running"
-        );
+    let subject = Subject::Step {
+        mode: mode.as_str(),
+        path: &step.path,
     };
-    let outcome = match exec::with_heartbeat(running, cx.runtime.heartbeat, beat).await {
+    let running = operation::supervise(cx.exec, &spec, log.file(), cx.runtime.heartbeat, subject);
+    let outcome = match running.await {
         Ok(outcome) => outcome,
         Err(source) => {
             // A step that could not be started failed all the same (the run's counts).
@@ -481,22 +476,7 @@ async fn run_step(
     } else {
         Status::Failed
     };
-    let usage = &outcome.usage;
-    info!(
-        mode = %mode,
-        path = %step.path,
-        result = %outcome.termination,
-        exit_code = outcome.termination.exit_code(),
-        signal = outcome.termination.signal(),
-        duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-        cpu_user_ms = usage.user_cpu_us / 1000,
-        cpu_system_ms = usage.system_cpu_us / 1000,
-        max_rss_kib = usage.max_rss_bytes / 1024,
-        stdout_bytes = usage.stdout_bytes,
-        stderr_bytes = usage.stderr_bytes,
-        decision = if status == Status::Success { "succeeded" } else { "failed" },
-        "step finished"
-    );
+    operation::finished(subject, &outcome, status == Status::Success);
     let accepted = crate::compat::pyrepr::repr_int_list(&step.returncodes);
     report.push(
         OperationResult::ran(
