@@ -5,7 +5,7 @@
 mod cancel;
 mod image;
 pub mod leftovers;
-pub mod operation;
+pub(crate) mod operation;
 mod relay;
 mod spawn;
 mod sys;

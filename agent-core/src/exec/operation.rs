@@ -11,7 +11,7 @@ use super::{Config, ExecError, Outcome, ProcessSpec};
 
 /// What an operation's records name it by.
 #[derive(Debug, Clone, Copy)]
-pub enum Subject<'a> {
+pub(crate) enum Subject<'a> {
     /// A step: its stage's mode and its path.
     Step { mode: &'a str, path: &'a str },
     /// An interrupt operation: `<TYPE>_<i>` and its command line.
@@ -30,7 +30,7 @@ impl Subject<'_> {
 
 /// Run `spec` under `exec`, its output relayed to `log`: `<noun> started` before it, `<noun>
 /// running` every `heartbeat` while it runs (zero: none).
-pub async fn supervise(
+pub(crate) async fn supervise(
     exec: &Config,
     spec: &ProcessSpec,
     log: Option<&mut File>,
@@ -55,7 +55,7 @@ pub async fn supervise(
 
 /// The operation's result line, `<noun> finished`: how it ended, what it used, and whether it
 /// `succeeded` (judged by its caller). A step's line also carries `exit_code` or `signal`.
-pub fn finished(subject: Subject<'_>, outcome: &Outcome, succeeded: bool) {
+pub(crate) fn finished(subject: Subject<'_>, outcome: &Outcome, succeeded: bool) {
     let noun = subject.noun();
     let (mode, path, operation, command) = fields(subject);
     let step = matches!(subject, Subject::Step { .. });
