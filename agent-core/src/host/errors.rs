@@ -1,5 +1,4 @@
-//! One-line rendering of an error with its causes, for log fields; and the one way a host
-//! state error gets its context.
+//! One-line rendering of an error with its causes, for log fields.
 //!
 //! Errors keep their OS cause in `#[source]` (SPEC §5: every message about a file carries it),
 //! and `Display` of the outer error alone would drop it: `writing /var/…/apply.json` without
@@ -7,8 +6,6 @@
 
 use std::error::Error;
 use std::fmt;
-
-use crate::host::fs::HostFsError;
 
 /// `outer: cause: root cause`, like anyhow's `{:#}`.
 #[derive(Debug, Clone, Copy)]
@@ -24,22 +21,6 @@ impl fmt::Display for Chain<'_> {
         }
         Ok(())
     }
-}
-
-/// A host state error with what was being done when it happened (`writing
-/// /var/lib/skyhook/.../START`): the state variant of the stage, plan and interrupt errors.
-#[derive(Debug, thiserror::Error)]
-#[error("{context}")]
-pub struct StateFailure {
-    pub context: String,
-    #[source]
-    pub source: HostFsError,
-}
-
-/// `map_err(state_err("writing START"))?`: the host state error, with its context.
-pub(crate) fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StateFailure {
-    let context = context.into();
-    move |source| StateFailure { context, source }
 }
 
 #[cfg(test)]

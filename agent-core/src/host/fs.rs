@@ -19,6 +19,8 @@ use nix::fcntl::{self, AtFlags, OFlag};
 use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
 
+use crate::host::errors::Chain;
+
 /// Errors of rooted host I/O. Messages name the host path (ROOT-relative, as `/var/lib/...`).
 #[derive(Debug, thiserror::Error)]
 pub enum HostFsError {
@@ -59,6 +61,22 @@ pub enum HostFsError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A host state error with what was being done when it happened (`writing
+/// /var/lib/skyhook/.../START`): the state variant of the stage, plan and interrupt errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}")]
+pub struct StateFailure {
+    pub context: String,
+    #[source]
+    pub source: HostFsError,
+}
+
+/// `map_err(state_err("writing START"))?`: the host state error, with its context.
+pub(crate) fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) -> StateFailure {
+    let context = context.into();
+    move |source| StateFailure { context, source }
 }
 
 /// SPEC §5: the most a completion, pending or attempts marker may hold; a larger one is corrupt.
@@ -495,7 +513,7 @@ impl HostFs {
             Ok(Some(fd)) => remove_stale_temps(&fd, dir, is_temp_name, min_age),
             Ok(None) => 0,
             Err(err) => {
-                tracing::debug!(dir = %dir.display(), error = %crate::host::errors::Chain(&err), "cannot list directory for stale temp files");
+                tracing::debug!(dir = %dir.display(), error = %Chain(&err), "cannot list directory for stale temp files");
                 0
             }
         }

@@ -5,8 +5,8 @@
 //! [`reboot_step`].
 
 use crate::host::boot::read_boot_id;
-use crate::host::errors::state_err;
 use crate::host::fs::HostFs;
+use crate::host::fs::state_err;
 use crate::plugin::contract::{CompletionPolicy, InterruptError};
 use crate::state::interrupt_markers::{OperationMarkers, Pending};
 

@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use crate::exec::{self, Cancellation, ExecError, Termination};
 use crate::host::errors::Chain;
-use crate::host::errors::state_err;
+use crate::host::fs::state_err;
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, PendingState, RebootStep};
 use crate::interrupt::runner::{OperationRecord, Run};

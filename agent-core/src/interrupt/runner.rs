@@ -12,7 +12,7 @@ use tracing::{debug, warn};
 
 use crate::exec::operation::{self, Subject};
 use crate::exec::{self, FirstSignal, ProcessSpec, Termination};
-use crate::host::errors::state_err;
+use crate::host::fs::state_err;
 use crate::host::fs::{HostFs, MARKER_BOUND};
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, Start};

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::exec::{ExecError, Termination};
 use crate::host::boot::BootIdError;
-use crate::host::errors::StateFailure;
+use crate::host::fs::StateFailure;
 
 /// The error type of a kind's own failures: any error, with its source chain.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::host::errors::{StateFailure, state_err};
-use crate::host::fs::{HostFs, HostFsError};
+use crate::host::fs::{HostFs, HostFsError, StateFailure, state_err};
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};

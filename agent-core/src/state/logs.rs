@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use tracing::{debug, warn};
 
 use crate::compat::timestamp::{format_log_stamp, log_stamp, parse_log_stamp};
+use crate::host::errors::Chain;
 use crate::host::fs::{HostFs, HostFsError};
 
 /// How many logs of one step (or interrupt) are kept.
@@ -193,7 +194,7 @@ impl LogIndex {
             let path = step.dir.join(step.name_of(log));
             // Not fsynced: an old log back after a crash is removed by the next retention.
             if let Err(err) = fs.remove_file_unsynced(&path) {
-                warn!(file = %path.display(), error = %error_chain(&err), "cannot remove old log");
+                warn!(file = %path.display(), error = %Chain(&err), "cannot remove old log");
                 logs.push(log);
                 first_error.get_or_insert(err);
             }
@@ -329,19 +330,6 @@ impl StepLogs {
     }
 }
 
-/// An error and its causes on one line (`creating directory /var/log/x: Read-only file
-/// system (os error 30)`): SPEC §5 wants the OS cause in every message about a file.
-pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// Whether a failure to create or prune a log is a refusal of the host's layout (a symbolic
 /// link, a path leaving ROOT or its directory), which stops the run as for any state path
 /// (SPEC §5), rather than log trouble (SPEC §8.10), which does not.
@@ -417,7 +405,7 @@ impl RunLogs {
             }
             Err(err) if is_refusal(&err) => Err(err),
             Err(err) => {
-                let cause = error_chain(&err);
+                let cause = Chain(&err).to_string();
                 self.trouble(rel, &cause);
                 Ok(OperationLog::NotWritten { cause })
             }

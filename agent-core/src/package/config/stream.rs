@@ -17,8 +17,19 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::Finding;
-use super::validation::{Strictness, Validator, field, index, quote};
 use crate::package::step::{Mode, Step};
+
+/// The rules the pass applies as it reads `modes`: a fresh copy of the prototype checks each
+/// key, and its findings are kept with the key.
+pub(super) trait ModeChecks: Clone {
+    /// The key is not a stage mode.
+    fn unknown_mode(&mut self, path: &str, key: &str);
+    /// The key's value is not an array.
+    fn not_an_array(&mut self, value: &Value, path: &str);
+    /// Check one step entry: the step if it is valid, and its `path` if that is well-formed.
+    fn step(&mut self, item: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>);
+    fn into_findings(self) -> Vec<Finding>;
+}
 
 /// A value that is either the shape the pass streams (an object, an array) or anything else,
 /// kept whole so that the finding can describe it.
@@ -61,12 +72,12 @@ pub(super) type Modes = BTreeMap<(bool, Option<Mode>, String), ModeKey>;
 /// `serde_json::from_str`), from a string or through a reader. The error is serde_json's, for
 /// the caller's "not valid JSON" finding. Nesting is limited by serde_json to 128 levels, as
 /// for a tree. Every step is checked; only those of `keep` (every mode when `None`) are kept.
-pub(super) fn parse<'de, R: serde_json::de::Read<'de>>(
+pub(super) fn parse<'de, R: serde_json::de::Read<'de>, C: ModeChecks>(
     de: &mut serde_json::Deserializer<R>,
-    strictness: Strictness,
+    checks: &C,
     keep: Option<Mode>,
 ) -> Result<Streamed<Document>, serde_json::Error> {
-    let doc = Top { strictness, keep }.deserialize(&mut *de)?;
+    let doc = Top { checks, keep }.deserialize(&mut *de)?;
     de.end()?;
     Ok(doc)
 }
@@ -101,7 +112,7 @@ macro_rules! other_values {
 /// A visitor used as its own seed, for any JSON value.
 macro_rules! visited_seed {
     ($t:ty) => {
-        impl<'de> DeserializeSeed<'de> for $t {
+        impl<'de, C: ModeChecks> DeserializeSeed<'de> for $t {
             type Value = <Self as Visitor<'de>>::Value;
 
             fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -117,14 +128,14 @@ fn other_seq<'de, T, A: SeqAccess<'de>>(seq: A) -> Result<Streamed<T>, A::Error>
 }
 
 /// The top-level object.
-struct Top {
-    strictness: Strictness,
+struct Top<'a, C> {
+    checks: &'a C,
     keep: Option<Mode>,
 }
 
-visited_seed!(Top);
+visited_seed!(Top<'_, C>);
 
-impl<'de> Visitor<'de> for Top {
+impl<'de, C: ModeChecks> Visitor<'de> for Top<'_, C> {
     type Value = Streamed<Document>;
 
     other_values!();
@@ -139,7 +150,7 @@ impl<'de> Visitor<'de> for Top {
         while let Some(key) = map.next_key::<String>()? {
             if key == "modes" {
                 modes = Some(map.next_value_seed(ModesSeed {
-                    strictness: self.strictness,
+                    checks: self.checks,
                     keep: self.keep,
                 })?);
             } else {
@@ -152,14 +163,14 @@ impl<'de> Visitor<'de> for Top {
 }
 
 /// The `modes` object.
-struct ModesSeed {
-    strictness: Strictness,
+struct ModesSeed<'a, C> {
+    checks: &'a C,
     keep: Option<Mode>,
 }
 
-visited_seed!(ModesSeed);
+visited_seed!(ModesSeed<'_, C>);
 
-impl<'de> Visitor<'de> for ModesSeed {
+impl<'de, C: ModeChecks> Visitor<'de> for ModesSeed<'_, C> {
     type Value = Streamed<Modes>;
 
     other_values!();
@@ -173,25 +184,17 @@ impl<'de> Visitor<'de> for ModesSeed {
         while let Some(key) = map.next_key::<String>()? {
             let mode = key.parse::<Mode>().ok();
             let mode_path = field("modes", &key);
-            let mut validator = Validator::new(self.strictness);
+            let mut checks = self.checks.clone();
             let steps = match mode {
                 None => {
                     // Parsed whole, as any value of the document is (nesting limit included).
                     let _: Value = map.next_value()?;
-                    let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
-                    validator.error(
-                        &mode_path,
-                        format!(
-                            "unknown stage mode {} (expected one of {})",
-                            quote(&key),
-                            known.join(", ")
-                        ),
-                    );
+                    checks.unknown_mode(&mode_path, &key);
                     None
                 }
                 Some(mode) => {
                     let seed = StepsSeed {
-                        validator: &mut validator,
+                        checks: &mut checks,
                         mode,
                         mode_path: &mode_path,
                         keep: self.keep.is_none_or(|keep| keep == mode),
@@ -199,7 +202,7 @@ impl<'de> Visitor<'de> for ModesSeed {
                     match map.next_value_seed(seed)? {
                         Streamed::Parsed(steps) => Some(steps),
                         Streamed::Other(value) => {
-                            validator.expected_array(&value, &mode_path);
+                            checks.not_an_array(&value, &mode_path);
                             None
                         }
                     }
@@ -207,7 +210,7 @@ impl<'de> Visitor<'de> for ModesSeed {
             };
             let entry = ModeKey {
                 mode,
-                findings: validator.findings,
+                findings: checks.into_findings(),
                 steps,
             };
             modes.insert((mode.is_none(), mode, key), entry);
@@ -222,17 +225,17 @@ pub(super) fn step_path_field(mode: Mode, i: usize) -> String {
 }
 
 /// The array of one mode: each step object parsed, checked and dropped in turn.
-struct StepsSeed<'a> {
-    validator: &'a mut Validator,
+struct StepsSeed<'a, C> {
+    checks: &'a mut C,
     mode: Mode,
     mode_path: &'a str,
     /// Keep the steps (else each is checked and dropped).
     keep: bool,
 }
 
-visited_seed!(StepsSeed<'_>);
+visited_seed!(StepsSeed<'_, C>);
 
-impl<'de> Visitor<'de> for StepsSeed<'_> {
+impl<'de, C: ModeChecks> Visitor<'de> for StepsSeed<'_, C> {
     type Value = Streamed<ModeSteps>;
 
     other_values!();
@@ -250,7 +253,7 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
         };
         while let Some(item) = seq.next_element::<Value>()? {
             let step_path = index(self.mode_path, out.count);
-            let (step, path) = self.validator.step(&item, &step_path, self.mode);
+            let (step, path) = self.checks.step(&item, &step_path, self.mode);
             if let Some(path) = path {
                 out.paths.push((out.count, path));
             }
@@ -265,4 +268,30 @@ impl<'de> Visitor<'de> for StepsSeed<'_> {
         out.paths.shrink_to_fit();
         Ok(Streamed::Parsed(out))
     }
+}
+
+/// A JSON string literal of `s`, cut after 100 characters so a huge value cannot flood a log.
+pub(super) fn quote(s: &str) -> String {
+    const MAX_CHARS: usize = 100;
+    match s.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}...", Value::from(&s[..cut])),
+        None => Value::from(s).to_string(),
+    }
+}
+
+/// `parent.key`, or `parent["key"]` when the key is not a plain identifier.
+pub(super) fn field(parent: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match (parent.is_empty(), plain) {
+        (true, true) => key.to_owned(),
+        (false, true) => format!("{parent}.{key}"),
+        (_, false) => format!("{parent}[{}]", Value::from(key)),
+    }
+}
+
+pub(super) fn index(parent: &str, i: usize) -> String {
+    format!("{parent}[{i}]")
 }

@@ -7,11 +7,12 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::stream::{self, Modes, Streamed, step_path_field};
+use super::stream::{self, ModeChecks, Modes, Streamed, field, index, quote, step_path_field};
 use super::{
     ConfigError, Finding, NO_DEFINED_STEPS, PackageConfig, SCHEMA_VERSION, STEP_NAME_PATTERN,
     Severity, expected_check_path, is_semver,
 };
+use crate::host::errors::Chain;
 use crate::host::identity::is_single_component;
 use crate::host::preflight;
 use crate::package::step::{Mode, Step};
@@ -59,6 +60,7 @@ pub(super) struct Parsed {
     expected_files: Vec<(String, String)>,
 }
 
+#[derive(Clone)]
 pub(super) struct Validator {
     strictness: Strictness,
     /// The only mode whose steps the config keeps (every mode's when `None`); every step is
@@ -102,7 +104,7 @@ impl Validator {
         files: &Files<'_>,
     ) -> Option<Result<(PackageConfig, Vec<Finding>), ConfigError>> {
         let mut de = serde_json::Deserializer::from_reader(reader);
-        let doc = stream::parse(&mut de, self.strictness, self.keep).ok()?;
+        let doc = stream::parse(&mut de, &Validator::new(self.strictness), self.keep).ok()?;
         let parsed = self.check_parsed(doc);
         let config = self.check_files(parsed, files);
         Some(self.result(config))
@@ -144,7 +146,7 @@ impl Validator {
         if let Some(dir) = files.configmaps_dir {
             for (json_path, entry) in &parsed.expected_files {
                 if let Err(e) = preflight::check_config_file(dir, entry) {
-                    self.error(json_path, error_chain(&e));
+                    self.error(json_path, Chain(&e).to_string());
                 }
             }
         }
@@ -195,7 +197,7 @@ impl Validator {
         // serde_json refuses nesting deeper than 128 levels, so hostile input cannot overflow
         // the stack here or in the recursive drop of a value.
         let mut de = serde_json::Deserializer::from_str(text);
-        match stream::parse(&mut de, self.strictness, self.keep) {
+        match stream::parse(&mut de, &Validator::new(self.strictness), self.keep) {
             Ok(doc) => self.check_parsed(doc),
             Err(e) => {
                 self.error("", format!("config is not valid JSON: {e}"));
@@ -752,32 +754,6 @@ pub(super) fn describe(value: &Value) -> String {
     }
 }
 
-/// A JSON string literal of `s`, cut after 100 characters so a huge value cannot flood a log.
-pub(super) fn quote(s: &str) -> String {
-    const MAX_CHARS: usize = 100;
-    match s.char_indices().nth(MAX_CHARS) {
-        Some((cut, _)) => format!("{}...", Value::from(&s[..cut])),
-        None => Value::from(s).to_string(),
-    }
-}
-
-/// `parent.key`, or `parent["key"]` when the key is not a plain identifier.
-pub(super) fn field(parent: &str, key: &str) -> String {
-    let plain = !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    match (parent.is_empty(), plain) {
-        (true, true) => key.to_owned(),
-        (false, true) => format!("{parent}.{key}"),
-        (_, false) => format!("{parent}[{}]", Value::from(key)),
-    }
-}
-
-pub(super) fn index(parent: &str, i: usize) -> String {
-    format!("{parent}[{i}]")
-}
-
 pub(super) fn sorted_keys(object: &Map<String, Value>) -> Vec<&str> {
     let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
     keys.sort_unstable();
@@ -806,14 +782,29 @@ pub(super) fn path_sort_key(path: &str) -> Vec<(bool, usize, String)> {
     key
 }
 
-/// An error and its sources on one line, for findings that carry a preflight error.
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
+/// Each key of `modes` is checked by a fresh validator as the document is read.
+impl ModeChecks for Validator {
+    fn unknown_mode(&mut self, path: &str, key: &str) {
+        let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+        self.error(
+            path,
+            format!(
+                "unknown stage mode {} (expected one of {})",
+                quote(key),
+                known.join(", ")
+            ),
+        );
     }
-    message
+
+    fn not_an_array(&mut self, value: &Value, path: &str) {
+        self.expected_array(value, path);
+    }
+
+    fn step(&mut self, item: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>) {
+        Validator::step(self, item, path, mode)
+    }
+
+    fn into_findings(self) -> Vec<Finding> {
+        self.findings
+    }
 }
