@@ -98,7 +98,7 @@ pub fn end(grace: Duration) {
 
 /// The inodes of the pipes (given by their read ends) that some process still holds open for
 /// writing: a pipe whose writers have all gone reports a hang-up.
-pub fn still_held(pipes: &[OwnedFd]) -> Vec<u64> {
+pub(crate) fn still_held(pipes: &[OwnedFd]) -> Vec<u64> {
     pipes
         .iter()
         .filter(|pipe| {
@@ -114,7 +114,7 @@ pub fn still_held(pipes: &[OwnedFd]) -> Vec<u64> {
 }
 
 /// The processes (other than the agent) that hold one of the pipes with these inodes open.
-pub fn holding_pipes(inodes: &[u64]) -> Vec<Process> {
+pub(crate) fn holding_pipes(inodes: &[u64]) -> Vec<Process> {
     let me = Pid::this().as_raw();
     let links: BTreeSet<String> = inodes.iter().map(|i| format!("pipe:[{i}]")).collect();
     pids()

@@ -54,7 +54,7 @@ pub trait Sink: Send + Sync {
 /// SPEC §10: once the reader has gone (`EPIPE`, e.g. `agent … | head -1`), the stream is
 /// closed for good: nothing more is written to it and the agent carries on with its work.
 #[derive(Debug)]
-pub struct FdSink {
+pub(crate) struct FdSink {
     /// `None`: the stream could not be duplicated (it was not open when the agent started).
     fd: Option<OwnedFd>,
     closed: AtomicBool,
@@ -72,7 +72,7 @@ impl FdSink {
     /// A sink writing to a duplicate of `fd` (e.g. `std::io::stdout().as_fd()`): the same
     /// open stream, owned by the sink. A descriptor that cannot be duplicated (not open)
     /// gives a sink whose writes fail as writes to it would.
-    pub fn duplicate(fd: BorrowedFd<'_>) -> Self {
+    pub(crate) fn duplicate(fd: BorrowedFd<'_>) -> Self {
         match fd.try_clone_to_owned() {
             Ok(fd) => Self::new(fd),
             Err(_) => Self {
@@ -83,7 +83,7 @@ impl FdSink {
     }
 
     /// Whether the reader went away (a write failed with `EPIPE`).
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
     }
 }
@@ -162,7 +162,7 @@ impl Sink for MemorySink {
 /// lock that orders the relay's chunks and the agent's own text on that stream (SPEC §8.4
 /// line framing).
 #[derive(Debug, Default)]
-pub struct LineState(Mutex<bool>);
+pub(crate) struct LineState(Mutex<bool>);
 
 impl LineState {
     fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
@@ -313,7 +313,7 @@ impl Termination {
 
 /// Await `work`, calling `beat` with the time elapsed every `every` while it has not finished
 /// (SPEC §1.5: a heartbeat record while an operation runs; `every` zero: no heartbeat).
-pub async fn with_heartbeat<F: std::future::Future>(
+pub(crate) async fn with_heartbeat<F: std::future::Future>(
     work: F,
     every: Duration,
     mut beat: impl FnMut(Duration),
@@ -355,7 +355,7 @@ pub struct Outcome {
     pub cancelled: bool,
     /// A write to the log file failed (output was still relayed); the first error.
     pub log_error: Option<String>,
-    /// The last [`TAIL_BYTES`] of the combined output, for the results record.
+    /// The last `TAIL_BYTES` of the combined output, for the results record.
     pub tail: Vec<u8>,
     /// CPU time, peak memory and output bytes (see [`usage`] for what is counted).
     pub usage: usage::Usage,
@@ -377,11 +377,11 @@ impl Outcome {
 }
 
 /// How much of an operation's output the results record keeps.
-pub const TAIL_BYTES: usize = 4096;
+pub(crate) const TAIL_BYTES: usize = 4096;
 
 /// The last `cap` bytes written, in constant memory.
 #[derive(Debug, Clone)]
-pub struct Tail {
+pub(crate) struct Tail {
     buf: std::collections::VecDeque<u8>,
     cap: usize,
 }
@@ -401,7 +401,7 @@ impl Tail {
         self.buf.extend(bytes);
     }
 
-    pub fn into_vec(self) -> Vec<u8> {
+    pub(crate) fn into_vec(self) -> Vec<u8> {
         self.buf.into()
     }
 }

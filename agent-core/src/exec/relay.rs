@@ -36,7 +36,7 @@ use super::{LineState, Sink, TAIL_BYTES, Tail};
 /// Capacity asked for the operation's pipes and for the agent's own streams when they are
 /// pipes: fewer wake-ups and larger zero-copy moves per chunk. The kernel caps it at
 /// `/proc/sys/fs/pipe-max-size` (1 MiB by default); a refusal leaves the 64 KiB default.
-pub const PIPE_CAPACITY: usize = 1 << 20;
+pub(crate) const PIPE_CAPACITY: usize = 1 << 20;
 
 /// The buffer of the copy path, and of the last bytes of each chunk.
 const COPY_BUFFER: usize = 64 * 1024;
@@ -47,7 +47,7 @@ const SMALL_CHUNK: usize = 16 * 1024;
 
 /// How long the relay goes on once the operation's main process has exited (SPEC §8.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DrainPolicy {
+pub(crate) struct DrainPolicy {
     /// Stop once the pipes have been idle this long after the exit (the Go agent's
     /// `WaitDelay`).
     pub idle: Duration,
@@ -84,14 +84,14 @@ pub struct Drain {
 
 /// The relay's side of a [`Drain`].
 #[derive(Debug)]
-pub struct Wake {
+pub(crate) struct Wake {
     state: Arc<AtomicU8>,
     fd: OwnedFd,
 }
 
 /// A [`Drain`] and the [`Wake`] to hand to [`Relay::new`]: made before the spawn, so that no
 /// failure can come between starting a process and relaying its output.
-pub fn drain_pair() -> io::Result<(Drain, Wake)> {
+pub(crate) fn drain_pair() -> io::Result<(Drain, Wake)> {
     let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
     let state = Arc::new(AtomicU8::new(RUNNING));
     Ok((
@@ -105,7 +105,7 @@ pub fn drain_pair() -> io::Result<(Drain, Wake)> {
 
 impl Drain {
     /// The main process has exited: relay what is left until the pipes are idle.
-    pub fn main_exited(&self) {
+    pub(crate) fn main_exited(&self) {
         let _ = self
             .state
             .compare_exchange(RUNNING, EXITED, Ordering::SeqCst, Ordering::SeqCst);
@@ -113,7 +113,7 @@ impl Drain {
     }
 
     /// Stop relaying now: what the pipes already hold is taken, then they are let go.
-    pub fn stop_now(&self) {
+    pub(crate) fn stop_now(&self) {
         self.state.store(STOP, Ordering::SeqCst);
         self.wake();
     }
@@ -207,7 +207,7 @@ pub struct Relay {
 }
 
 /// Ask for a bigger pipe; a refusal (limits) keeps the current size.
-pub fn grow_pipe(fd: BorrowedFd<'_>) {
+pub(crate) fn grow_pipe(fd: BorrowedFd<'_>) {
     let current = fcntl::fcntl(fd, FcntlArg::F_GETPIPE_SZ).unwrap_or(0);
     if usize::try_from(current).unwrap_or(0) < PIPE_CAPACITY {
         let _ = fcntl::fcntl(

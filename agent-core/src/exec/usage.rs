@@ -69,7 +69,7 @@ impl Usage {
 
 /// Block until the child `pid` has exited, leaving it to be reaped, and return what the kernel
 /// accounted to it. `ECHILD` once someone else reaped it.
-pub fn wait_exited(pid: i32) -> io::Result<Accounted> {
+pub(crate) fn wait_exited(pid: i32) -> io::Result<Accounted> {
     loop {
         match waitid(pid, libc::WEXITED | libc::WNOWAIT) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -81,7 +81,7 @@ pub fn wait_exited(pid: i32) -> io::Result<Accounted> {
 }
 
 /// [`wait_exited`] without blocking: `None` while the child still runs.
-pub fn exited_now(pid: i32) -> Option<Accounted> {
+pub(crate) fn exited_now(pid: i32) -> Option<Accounted> {
     waitid(pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG)
         .ok()
         .flatten()

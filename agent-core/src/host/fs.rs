@@ -80,9 +80,9 @@ pub(crate) fn state_err(context: impl Into<String>) -> impl FnOnce(HostFsError) 
 }
 
 /// SPEC §5: the most a completion, pending or attempts marker may hold; a larger one is corrupt.
-pub const MARKER_BOUND: u64 = 4 << 10;
+pub(crate) const MARKER_BOUND: u64 = 4 << 10;
 /// SPEC §5: the most a history file, results record, check results or lock file may hold.
-pub const RECORD_BOUND: u64 = 16 << 20;
+pub(crate) const RECORD_BOUND: u64 = 16 << 20;
 
 /// SPEC §5: state files are 0600.
 const FILE_MODE: u32 = 0o600;
@@ -196,14 +196,18 @@ impl HostFs {
     /// Check, writing nothing, that the existing part of a directory path can be written
     /// through: no component below ROOT is a symbolic link or a non-directory (what every
     /// write below it would refuse). Missing components are fine: writers create them.
-    pub fn check_dir_path(&self, host_path: &Path) -> Result<(), HostFsError> {
+    pub(crate) fn check_dir_path(&self, host_path: &Path) -> Result<(), HostFsError> {
         let dir = Self::clean(host_path)?;
         self.walk_existing(&dir).map(drop)
     }
 
     /// Atomic replace (temp file in the same directory, fsync, rename, directory fsync),
     /// mode 0600, parents created as by [`HostFs::create_dir_all`].
-    pub fn write_atomic(&self, host_path: &Path, contents: &[u8]) -> Result<(), HostFsError> {
+    pub(crate) fn write_atomic(
+        &self,
+        host_path: &Path,
+        contents: &[u8],
+    ) -> Result<(), HostFsError> {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
         Self::replace(&dir, &target, FILE_MODE, DirSync::Required, contents)
@@ -245,7 +249,8 @@ impl HostFs {
     /// file's permission bits (0600 for state; 0644 for files other programs read). Missing
     /// parents are created when `create_dirs`, else the write fails (`No such file or
     /// directory`, naming the file).
-    pub fn write_diagnostic(
+    #[cfg(test)]
+    pub(crate) fn write_diagnostic(
         &self,
         host_path: &Path,
         contents: &[u8],
@@ -259,7 +264,7 @@ impl HostFs {
 
     /// [`write_diagnostic`](Self::write_diagnostic) of what `write` writes into the temp
     /// file, for contents produced as they are written rather than held whole.
-    pub fn write_diagnostic_with(
+    pub(crate) fn write_diagnostic_with(
         &self,
         host_path: &Path,
         mode: u32,
@@ -278,7 +283,7 @@ impl HostFs {
         Self::replace_with(&dir, &target, mode, DirSync::Never, write)
     }
 
-    /// Read a state file of at most `bound` bytes ([`MARKER_BOUND`], [`RECORD_BOUND`]):
+    /// Read a state file of at most `bound` bytes (`MARKER_BOUND`, `RECORD_BOUND`):
     /// `Ok(None)` if it does not exist; `SymbolicLink` / `NotARegularFile` if something else
     /// is there; `TooLarge` if it holds more than `bound` bytes (SPEC §5: corrupt). At most
     /// `bound + 1` bytes are ever read, whatever the file's size.
@@ -293,7 +298,7 @@ impl HostFs {
     /// [`HostFs::read`] for a caller that parses the file as it reads it (a large state file
     /// need not be held whole): the open file, at most `bound` bytes of it; `TooLarge` when it
     /// is larger already.
-    pub fn open_bounded(
+    pub(crate) fn open_bounded(
         &self,
         host_path: &Path,
         bound: u64,
@@ -342,7 +347,7 @@ impl HostFs {
 
     /// [`HostFs::remove_file`] without the directory fsync, for files whose return after a
     /// crash is harmless (old logs: the next retention removes them again).
-    pub fn remove_file_unsynced(&self, host_path: &Path) -> Result<bool, HostFsError> {
+    pub(crate) fn remove_file_unsynced(&self, host_path: &Path) -> Result<bool, HostFsError> {
         self.remove(host_path, false)
     }
 
@@ -439,7 +444,7 @@ impl HostFs {
     /// Open a lock file for reading and writing, creating it (0600) and its parents if
     /// missing. The file is never replaced (an advisory lock lives on its inode), so this is
     /// the one state file not written by atomic replace; a link at the path is refused.
-    pub fn open_lock_file(&self, host_path: &Path) -> Result<File, HostFsError> {
+    pub(crate) fn open_lock_file(&self, host_path: &Path) -> Result<File, HostFsError> {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
         // As for a read: a fifo or a device is refused from its type, never opened.
@@ -480,7 +485,11 @@ impl HostFs {
     /// exist), in directory order, without collecting them: for directories with many entries
     /// read once (the log index). Names that are not UTF-8 are skipped, as by
     /// [`HostFs::list_dir`].
-    pub fn visit_dir(&self, host_path: &Path, visit: impl FnMut(&str)) -> Result<(), HostFsError> {
+    pub(crate) fn visit_dir(
+        &self,
+        host_path: &Path,
+        visit: impl FnMut(&str),
+    ) -> Result<(), HostFsError> {
         let dir_path = Self::clean(host_path)?;
         let Some(dir) = self.walk_existing(&dir_path)? else {
             return Ok(());
@@ -488,26 +497,17 @@ impl HostFs {
         atomic::list_fd(&dir, visit).map_err(|errno| io_error("listing", &dir_path, errno))
     }
 
-    /// fsync a directory, making the entries created, renamed or removed in it durable.
-    pub fn sync_dir(&self, host_path: &Path) -> Result<(), HostFsError> {
-        let dir_path = Self::clean(host_path)?;
-        let dir = self
-            .walk_existing(&dir_path)?
-            .ok_or_else(|| io_error("syncing", &dir_path, Errno::ENOENT))?;
-        sync_fd(&dir, &dir_path)
-    }
-
     /// Remove temp files left in `dir` by a [`HostFs::write_atomic`] that was killed (SPEC §5:
     /// "stray temp files are ignored and cleaned later"). Temp files younger than ten minutes
     /// are kept: agents of other packages share STATE and may be about to rename theirs.
     /// Best effort; returns how many were removed.
-    pub fn clean_stale_temps(&self, dir: &Path) -> usize {
+    pub(crate) fn clean_stale_temps(&self, dir: &Path) -> usize {
         self.clean_temps_older_than(dir, STALE_TEMP_AGE)
     }
 
     /// [`HostFs::clean_stale_temps`] with an explicit minimum age (`Duration::ZERO` removes
     /// every temp file). Failures are logged at debug level and skipped.
-    pub fn clean_temps_older_than(&self, dir: &Path, min_age: Duration) -> usize {
+    pub(crate) fn clean_temps_older_than(&self, dir: &Path, min_age: Duration) -> usize {
         let opened = Self::clean(dir).and_then(|dir| self.walk_existing(&dir));
         match opened {
             Ok(Some(fd)) => remove_stale_temps(&fd, dir, is_temp_name, min_age),
@@ -591,7 +591,7 @@ fn kind_of(mode: libc::mode_t) -> Kind {
 
 /// What a file of mode `mode` (`st_mode`) is, for messages: "a regular file", "a directory",
 /// "a symbolic link", "a fifo", "a socket", "a character device", "a block device".
-pub fn kind_name(mode: u32) -> &'static str {
+pub(crate) fn kind_name(mode: u32) -> &'static str {
     match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
         SFlag::S_IFREG => "a regular file",
         SFlag::S_IFDIR => "a directory",

@@ -88,7 +88,7 @@ pub fn end(phase: Phase, started: Option<Instant>) {
 }
 
 /// Add the time since `started` to `phase`, less `nested` (a phase timed inside it).
-pub fn end_without(phase: Phase, started: Option<Instant>, nested: Duration) {
+pub(crate) fn end_without(phase: Phase, started: Option<Instant>, nested: Duration) {
     if let Some(started) = started {
         let nanos =
             u64::try_from(started.elapsed().saturating_sub(nested).as_nanos()).unwrap_or(u64::MAX);

@@ -223,14 +223,14 @@ impl Operations for DryRun {
 /// Dry-run `interrupt`: the kind builds its operations as in a real run, and each is judged
 /// against the markers, the pending marker and the boot ID without running or writing
 /// anything. Returns the operations in order, and the kind's own error if it gave up.
-pub async fn plan_operations(
+pub(crate) async fn plan_operations(
     settings: InterruptSettings,
     interrupt: &(dyn Interrupt + 'static),
 ) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
     plan_confined(settings, interrupt, None).await
 }
 
-/// [`plan_operations`] that gives up on the kind once its own code has run for `limit`
+/// `plan_operations` that gives up on the kind once its own code has run for `limit`
 /// without handing over an operation (a kind's code is run again here, after a real run: a
 /// run that failed names what it did not get to, and must not hang on it).
 pub async fn plan_operations_within(

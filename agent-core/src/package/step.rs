@@ -127,7 +127,7 @@ pub struct Step {
 
 impl Step {
     /// `Idempotence.Auto` / `Idempotence.Disabled`, as the legacy header prints it.
-    pub const fn idempotence_label(&self) -> &'static str {
+    pub(crate) const fn idempotence_label(&self) -> &'static str {
         if self.idempotence_disabled {
             "Idempotence.Disabled"
         } else {

@@ -63,7 +63,7 @@ pub struct History {
 impl History {
     /// The previous version an upgrade would see (SPEC §8.9): `current-version`, else
     /// `unknown`.
-    pub fn previous_version(&self) -> String {
+    pub(crate) fn previous_version(&self) -> String {
         self.current_version
             .clone()
             .unwrap_or_else(|| UNKNOWN_VERSION.to_owned())

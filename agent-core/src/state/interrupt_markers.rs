@@ -15,7 +15,7 @@ use crate::host::fs::{HostFs, HostFsError, MARKER_BOUND};
 use crate::state::markers;
 
 /// `STATE/interrupts/flags`: one directory per interrupt resource.
-pub fn resources_dir(state_dir: &Path) -> PathBuf {
+pub(crate) fn resources_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("interrupts").join("flags")
 }
 
@@ -66,23 +66,23 @@ pub(crate) fn kind_done_path(dir: &Path, kind: &str) -> PathBuf {
 }
 
 /// The extensions of the files of an interrupt operation, as a directory listing shows them.
-pub const EXTENSIONS: [&str; 3] = [COMPLETE, PENDING, ATTEMPTS];
+pub(crate) const EXTENSIONS: [&str; 3] = [COMPLETE, PENDING, ATTEMPTS];
 /// `<TYPE>_<i>.complete` (or `<TYPE>.complete`).
 pub const COMPLETE: &str = "complete";
 /// `<TYPE>_<i>.pending`.
 pub const PENDING: &str = "pending";
 /// `<TYPE>_<i>.attempts`.
-pub const ATTEMPTS: &str = "attempts";
+pub(crate) const ATTEMPTS: &str = "attempts";
 
 /// `(stem, extension)` of a name in a marker directory that is one of the files above.
-pub fn split_name(name: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_name(name: &str) -> Option<(&str, &str)> {
     name.rsplit_once('.')
         .filter(|(_, ext)| EXTENSIONS.contains(ext))
 }
 
 /// What a completion marker records: its content (trimmed), or `None` when it is corrupt in
 /// the sense of SPEC §5 (the next run does the operation again).
-pub fn parse_complete(bytes: &[u8]) -> Option<String> {
+pub(crate) fn parse_complete(bytes: &[u8]) -> Option<String> {
     (!markers::is_corrupt(bytes)).then(|| String::from_utf8_lossy(bytes).trim().to_owned())
 }
 
@@ -144,7 +144,7 @@ pub(crate) fn attempts_contents(boot_id: &str, count: u32) -> String {
 
 /// The three files of operation `index` of kind `kind`, as host paths.
 #[derive(Debug, Clone)]
-pub struct OperationMarkers {
+pub(crate) struct OperationMarkers {
     pub complete: PathBuf,
     pub pending: PathBuf,
     pub attempts: PathBuf,
@@ -166,18 +166,18 @@ impl OperationMarkers {
 
     /// Whether the operation is complete: its marker is a regular file that is not corrupt
     /// (SPEC §5); anything else at the path is an error.
-    pub fn is_complete(&self, fs: &HostFs) -> Result<bool, HostFsError> {
+    pub(crate) fn is_complete(&self, fs: &HostFs) -> Result<bool, HostFsError> {
         markers::is_done(fs, &self.complete)
     }
 
     /// Mark the operation complete.
-    pub fn write_complete(&self, fs: &HostFs, now: SystemTime) -> Result<(), HostFsError> {
+    pub(crate) fn write_complete(&self, fs: &HostFs, now: SystemTime) -> Result<(), HostFsError> {
         fs.write_atomic(&self.complete, complete_contents(now).as_bytes())
     }
 
     /// The pending marker, `None` when there is none; one larger than [`MARKER_BOUND`] is
     /// malformed, not read (SPEC §5).
-    pub fn read_pending(&self, fs: &HostFs) -> Result<Option<Pending>, HostFsError> {
+    pub(crate) fn read_pending(&self, fs: &HostFs) -> Result<Option<Pending>, HostFsError> {
         match fs.read(&self.pending, MARKER_BOUND) {
             Ok(bytes) => Ok(bytes.map(|bytes| Pending::parse(&bytes))),
             Err(err @ HostFsError::TooLarge { .. }) => {
@@ -188,24 +188,24 @@ impl OperationMarkers {
     }
 
     /// Write the pending marker under `boot_id`, durably (before the command starts).
-    pub fn write_pending(&self, fs: &HostFs, boot_id: &str) -> Result<(), HostFsError> {
+    pub(crate) fn write_pending(&self, fs: &HostFs, boot_id: &str) -> Result<(), HostFsError> {
         fs.write_atomic(&self.pending, Pending::contents(boot_id).as_bytes())
     }
 
     /// The host rebooted since the command ran: the pending marker becomes the completion
     /// marker.
-    pub fn promote(&self, fs: &HostFs) -> Result<(), HostFsError> {
+    pub(crate) fn promote(&self, fs: &HostFs) -> Result<(), HostFsError> {
         fs.rename(&self.pending, &self.complete)
     }
 
     /// Drop the loop guard's count (once the operation completed).
-    pub fn remove_attempts(&self, fs: &HostFs) -> Result<bool, HostFsError> {
+    pub(crate) fn remove_attempts(&self, fs: &HostFs) -> Result<bool, HostFsError> {
         fs.remove_file(&self.attempts)
     }
 
     /// The attempts counted under `boot_id` (0 when there is no file), or why the file cannot
     /// be trusted: unreadable, or not a record `parse_attempts` accepts.
-    pub fn read_attempts(&self, fs: &HostFs, boot_id: &str) -> Result<u32, String> {
+    pub(crate) fn read_attempts(&self, fs: &HostFs, boot_id: &str) -> Result<u32, String> {
         match fs.read(&self.attempts, MARKER_BOUND) {
             Ok(None) => Ok(0),
             Ok(Some(bytes)) => {
@@ -220,7 +220,7 @@ impl OperationMarkers {
     }
 
     /// Record `count` reboots requested under `boot_id`.
-    pub fn write_attempts(
+    pub(crate) fn write_attempts(
         &self,
         fs: &HostFs,
         boot_id: &str,

@@ -154,7 +154,7 @@ impl GroupRecorder for LockFileRecorder {
 
 /// An operation's process group as the lock file records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunningGroup {
+pub(crate) struct RunningGroup {
     pub pgid: i32,
     /// Start time of the group leader, in clock ticks after boot (`/proc/<pid>/stat`).
     pub start_ticks: u64,

@@ -344,7 +344,7 @@ pub(crate) fn is_refusal(err: &HostFsError) -> bool {
 
 /// Where the output of one operation is logged.
 #[derive(Debug)]
-pub enum OperationLog {
+pub(crate) enum OperationLog {
     /// `SKYHOOK_AGENT_WRITE_LOGS` is false.
     Off,
     Open(LogFile),
@@ -369,7 +369,7 @@ impl OperationLog {
 /// operation runs without it (its output still streams to the agent's stdout and stderr), the
 /// results record says `not written (<cause>)`, and the exit code is the steps' alone.
 #[derive(Debug)]
-pub struct RunLogs {
+pub(crate) struct RunLogs {
     /// `None` when `SKYHOOK_AGENT_WRITE_LOGS` is false.
     index: Option<LogIndex>,
     /// The operation whose log was created last and not yet pruned.
@@ -436,7 +436,7 @@ impl RunLogs {
     /// Retention (SPEC §8.10) for `rel`, if this run created a log of it since the last
     /// call: an operation that ran without a log prunes nothing, as with logs off. Only a
     /// refusal is an error; a log that cannot be removed is warned about.
-    pub fn prune(&mut self, fs: &HostFs, rel: &str) -> Result<(), HostFsError> {
+    pub(crate) fn prune(&mut self, fs: &HostFs, rel: &str) -> Result<(), HostFsError> {
         if self.unpruned.as_deref() != Some(rel) {
             return Ok(());
         }

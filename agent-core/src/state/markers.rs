@@ -148,7 +148,7 @@ impl StepMarkers {
     /// killed between the two writes of [`StepMarkers::write`] (or a node last run by an agent
     /// that wrote only one name) would otherwise keep one marker forever, and an agent that
     /// reads only the other name would run the step again (SPEC §8.7: both markers).
-    pub fn complete_pair(&self, fs: &HostFs) -> Result<(), HostFsError> {
+    pub(crate) fn complete_pair(&self, fs: &HostFs) -> Result<(), HostFsError> {
         let Some(legacy) = &self.legacy else {
             return Ok(());
         };

@@ -40,7 +40,7 @@ pub struct InterruptTally {
 }
 
 /// Mode of the `.prom` files: node-exporter runs as another user.
-pub const PROM_MODE: u32 = 0o644;
+pub(crate) const PROM_MODE: u32 = 0o644;
 
 /// How a run ended, as the `result` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub struct Run<'a> {
 
 /// The sidecar: everything the `.prom` file is rendered from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PackageMetrics {
+pub(crate) struct PackageMetrics {
     pub package: String,
     /// The last run of each stage (mode, or `interrupt`).
     #[serde(default)]
@@ -105,7 +105,7 @@ pub struct PackageMetrics {
 
 /// The last run of one stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageFigures {
+pub(crate) struct StageFigures {
     pub version: String,
     pub resource_id: String,
     /// Unix time, microseconds (integers: the state is read back exactly).
@@ -118,7 +118,7 @@ pub struct StageFigures {
 
 /// The last run of one step or interrupt operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OperationFigures {
+pub(crate) struct OperationFigures {
     pub version: String,
     /// End of the run it ran in, Unix time, microseconds.
     pub finished_us: u64,
@@ -135,7 +135,7 @@ pub struct OperationFigures {
 
 /// Counters and last operations of one interrupt type.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct InterruptFigures {
+pub(crate) struct InterruptFigures {
     pub resource_id: String,
     pub operations_completed: u64,
     pub reboots_requested: u64,
@@ -151,7 +151,7 @@ pub fn dir(state_dir: &Path) -> PathBuf {
 }
 
 /// `STATE/metrics/<pkg>.prom`.
-pub fn prom_path(state_dir: &Path, package: &str) -> PathBuf {
+pub(crate) fn prom_path(state_dir: &Path, package: &str) -> PathBuf {
     dir(state_dir).join(format!("{package}.prom"))
 }
 
@@ -161,7 +161,7 @@ pub fn sidecar_path(state_dir: &Path, package: &str) -> PathBuf {
 }
 
 /// The copy's name in `SKYHOOK_AGENT_METRICS_DIR`.
-pub fn textfile_name(package: &str) -> String {
+pub(crate) fn textfile_name(package: &str) -> String {
     format!("skyhook_agent_{package}.prom")
 }
 
@@ -354,7 +354,8 @@ impl PackageMetrics {
     }
 
     /// The text format, families in a fixed order, series sorted.
-    pub fn render(&self, build: (&str, &str)) -> String {
+    #[cfg(test)]
+    pub(crate) fn render(&self, build: (&str, &str)) -> String {
         let mut text = String::new();
         self.render_into(build, &mut text);
         text
@@ -362,7 +363,11 @@ impl PackageMetrics {
 
     /// [`render`](Self::render) into `sink`, as it goes: a file written through it never has
     /// the whole text in memory (about 1 KiB per step).
-    pub fn render_into(&self, (agent_version, git_sha): (&str, &str), sink: &mut dyn fmt::Write) {
+    pub(crate) fn render_into(
+        &self,
+        (agent_version, git_sha): (&str, &str),
+        sink: &mut dyn fmt::Write,
+    ) {
         let mut out = Text(sink);
         out.family(
             "skyhook_agent_build_info",

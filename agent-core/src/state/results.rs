@@ -86,7 +86,7 @@ impl RunRecord {
 }
 
 /// What a `running` record means once no agent runs it any more.
-pub fn unrecorded(mode: &str) -> String {
+pub(crate) fn unrecorded(mode: &str) -> String {
     format!("the last {mode} ended without recording its result")
 }
 
@@ -180,7 +180,7 @@ impl OperationResult {
 
     /// The same, saying what counts as success for it (see [`OperationResult::accepted`]).
     #[must_use]
-    pub fn with_accepted(mut self, accepted: impl Into<String>) -> Self {
+    pub(crate) fn with_accepted(mut self, accepted: impl Into<String>) -> Self {
         self.accepted = Some(accepted.into());
         self
     }
@@ -213,7 +213,7 @@ pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsE
 }
 
 /// Read a record; `None` when missing or unreadable as a record. One larger than
-/// [`RECORD_BOUND`] is corrupt and not read: `HostFsError::TooLarge` (SPEC §5).
+/// `RECORD_BOUND` is corrupt and not read: `HostFsError::TooLarge` (SPEC §5).
 pub fn read(fs: &HostFs, file: &Path) -> Result<Option<RunRecord>, HostFsError> {
     Ok(fs
         .read(file, RECORD_BOUND)?

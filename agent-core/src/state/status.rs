@@ -106,7 +106,7 @@ pub struct StatusError {
     pub message: String,
     /// Host path of the results record it comes from.
     pub record: Option<String>,
-    /// The last lines of the failed operation's output (at most [`OUTPUT_LINES`], from the
+    /// The last lines of the failed operation's output (at most `OUTPUT_LINES`, from the
     /// results record's 4 KiB tail), as `systemctl status` shows the journal's.
     pub last_output: Vec<String>,
     /// When `agent reset` removed state of the failed run since (UTC RFC 3339): it has not
@@ -115,11 +115,11 @@ pub struct StatusError {
 }
 
 /// How many lines of a failed operation's output `agent status` shows.
-pub const OUTPUT_LINES: usize = 10;
+pub(crate) const OUTPUT_LINES: usize = 10;
 
 /// The last `n` lines of an operation's output tail: the final newline ends the last line
 /// rather than starting an empty one, and a carriage return before a newline is dropped.
-pub fn last_lines(tail: &str, n: usize) -> Vec<String> {
+pub(crate) fn last_lines(tail: &str, n: usize) -> Vec<String> {
     let text = tail.strip_suffix('\n').unwrap_or(tail);
     if text.is_empty() {
         return Vec::new();

@@ -189,7 +189,7 @@ impl HostFs {
 
     /// Read a host file of at most `bound` bytes as the host sees it ([`Links::InRoot`]):
     /// `Ok(None)` if it does not exist; `TooLarge` if it holds more (SPEC §5).
-    pub fn read_host_file(
+    pub(crate) fn read_host_file(
         &self,
         host_path: &Path,
         bound: u64,
