@@ -46,7 +46,7 @@ use agent_core::stage::decide::join_under;
 use agent_core::stage::run::{self as stage, StageContext};
 use agent_core::state::locks;
 use agent_core::state::metrics::InterruptTally;
-use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
+use agent_core::state::results::{self, OperationResult, RecordedResult, ResultsRecord};
 use anyhow::Context as _;
 use tracing::{error, info, warn};
 
@@ -232,7 +232,7 @@ fn operator(
     if phase_times.is_some() {
         phases::enable();
     }
-    let mut out = summary::RunOut::default();
+    let mut out = summary::SummaryFacts::default();
     exec::leftovers::adopt();
     let result = run_operator(&rt, stage_mode, mode, root, copy_dir, data, &mut out);
     if let Err(e) = &result {
@@ -318,7 +318,7 @@ fn run_operator(
     root: &Path,
     copy_dir: &Path,
     data: Option<&str>,
-    out: &mut summary::RunOut,
+    out: &mut summary::SummaryFacts,
 ) -> anyhow::Result<()> {
     check_open_files()?;
     // SPEC §10: stop requests are handled from before the first write (resolv.conf, the
@@ -503,7 +503,7 @@ fn save_start(
     run: &RunIdentity<'_>,
     started: SystemTime,
 ) -> anyhow::Result<()> {
-    let record = RunRecord::running(
+    let record = ResultsRecord::running(
         (version(), GIT_SHA),
         run.mode,
         run.resource_id,
@@ -531,7 +531,7 @@ fn save_results<T>(
     operations: Vec<OperationResult>,
     interrupt: Option<(&str, InterruptTally)>,
 ) -> Vec<OperationResult> {
-    let record = RunRecord {
+    let record = ResultsRecord {
         agent_version: version().to_owned(),
         git_sha: GIT_SHA.to_owned(),
         mode: run.mode.to_owned(),
@@ -542,9 +542,9 @@ fn save_results<T>(
         finished: timestamp::rfc3339_nano(SystemTime::now()),
         exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
         result: Some(match result {
-            Ok(_) => RunState::Succeeded,
-            Err(e) if is_stop(e) => RunState::Stopped,
-            Err(_) => RunState::Failed,
+            Ok(_) => RecordedResult::Succeeded,
+            Err(e) if is_stop(e) => RecordedResult::Stopped,
+            Err(_) => RecordedResult::Failed,
         }),
         error: result.as_ref().err().map(|e| format!("{e:#}")),
         operations,
@@ -567,7 +567,7 @@ async fn run_interrupt(
     exec: exec::Config,
     copy_dir: &Path,
     data: &str,
-    out: &mut summary::RunOut,
+    out: &mut summary::SummaryFacts,
 ) -> anyhow::Result<()> {
     let base_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let decoded = <dyn Interrupt>::from_base64(data)?;

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
-use agent_core::state::metrics::{self, InterruptTally, Run, RunResult};
-use agent_core::state::results::RunRecord;
+use agent_core::state::metrics::{self, FinishedRun, InterruptTally, ResultLabel};
+use agent_core::state::results::ResultsRecord;
 use agent_core::state::status;
 use tracing::{debug, warn};
 
@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 pub(crate) fn save(
     fs: &HostFs,
     rt: &Runtime,
-    record: &RunRecord,
+    record: &ResultsRecord,
     error: Option<&anyhow::Error>,
     started: SystemTime,
     interrupt: Option<(&str, InterruptTally)>,
@@ -27,11 +27,11 @@ pub(crate) fn save(
         return;
     }
     let result = match error {
-        None => RunResult::Succeeded,
-        Some(e) if crate::is_stop(e) => RunResult::Stopped,
-        Some(_) => RunResult::Failed,
+        None => ResultLabel::Succeeded,
+        Some(e) if crate::is_stop(e) => ResultLabel::Stopped,
+        Some(_) => ResultLabel::Failed,
     };
-    let run = Run {
+    let run = FinishedRun {
         record,
         result,
         started,

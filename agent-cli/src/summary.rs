@@ -8,7 +8,7 @@ use tracing::info;
 
 /// What a run was about, and what it did: the summary is made from it.
 #[derive(Debug, Default)]
-pub(crate) struct RunOut {
+pub(crate) struct SummaryFacts {
     /// Every step or interrupt operation the run considered, in order (the results record's).
     pub operations: Vec<OperationResult>,
     /// `(package, version)`, once known.
@@ -40,7 +40,7 @@ impl Planned {
 
 /// Log the summary of a run of `mode` that ended with `error` (`stopped`: a termination
 /// signal).
-pub(crate) fn log(mode: &str, error: &anyhow::Error, stopped: bool, out: &RunOut) {
+pub(crate) fn log(mode: &str, error: &anyhow::Error, stopped: bool, out: &SummaryFacts) {
     let stage = mode != "interrupt";
     let (package, version) = out
         .package

@@ -15,7 +15,7 @@ use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
 use agent_core::state::logs;
-use agent_core::state::results::{self, RunRecord};
+use agent_core::state::results::{self, ResultsRecord};
 use agent_core::state::status::{self, PackageStatus, Scope};
 use serde::Serialize;
 
@@ -41,7 +41,7 @@ struct Report {
     package: String,
     version: String,
     /// The run the logs come from (without --step or --operation).
-    run: Option<Run>,
+    run: Option<ShownRun>,
     logs: Vec<Entry>,
     #[serde(skip)]
     state_line: String,
@@ -49,13 +49,13 @@ struct Report {
 
 /// The run whose logs are shown.
 #[derive(Debug, Serialize)]
-struct Run {
+struct ShownRun {
     mode: String,
     started: String,
     finished: String,
     exit_code: u8,
     /// `running`, `succeeded`, `failed`, `stopped`; `null` in records of earlier versions.
-    result: Option<results::RunState>,
+    result: Option<results::RecordedResult>,
     /// Host path of its results record.
     record: String,
 }
@@ -207,7 +207,7 @@ fn version_of(package: &PackageStatus, asked: Option<&str>) -> Result<String, Fa
 }
 
 /// What is shown (`step s1.sh`, `run 1`), more about it, the run, the logs.
-type Found = (String, String, Option<Run>, Vec<Entry>);
+type Found = (String, String, Option<ShownRun>, Vec<Entry>);
 
 /// The `n`th newest log of `rel` (a step path, or `interrupts/<type>`) under `log_dir`;
 /// `what` names it (`step s1.sh`, `interrupt node_restart`).
@@ -251,7 +251,7 @@ fn one_run(
     version: Option<&str>,
     n: usize,
 ) -> Result<Found, Failure> {
-    let runs: Vec<(&str, &RunRecord)> = package
+    let runs: Vec<(&str, &ResultsRecord)> = package
         .runs_newest_first()
         .into_iter()
         .filter(|(v, _)| version.is_none_or(|want| want == *v))
@@ -300,7 +300,7 @@ fn one_run(
     Ok((
         format!("run {n}"),
         ended,
-        Some(Run {
+        Some(ShownRun {
             mode: record.mode.clone(),
             started: record.started.clone(),
             finished: record.finished.clone(),
@@ -312,12 +312,12 @@ fn one_run(
     ))
 }
 
-fn state_word(r: results::RunState) -> &'static str {
+fn state_word(r: results::RecordedResult) -> &'static str {
     match r {
-        results::RunState::Running => "running",
-        results::RunState::Succeeded => "succeeded",
-        results::RunState::Failed => "failed",
-        results::RunState::Stopped => "stopped",
+        results::RecordedResult::Running => "running",
+        results::RecordedResult::Succeeded => "succeeded",
+        results::RecordedResult::Failed => "failed",
+        results::RecordedResult::Stopped => "stopped",
     }
 }
 
@@ -417,7 +417,7 @@ fn render(fs: &HostFs, report: &mut Report, out: &Output) -> Result<(), String> 
     }
     match &report.run {
         _ if !report.logs.is_empty() => {}
-        Some(run) if run.result == Some(results::RunState::Running) => write(
+        Some(run) if run.result == Some(results::RecordedResult::Running) => write(
             b"\nthe run has not recorded its steps yet (it is running, or it ended without \
               recording its result): --step PATH shows a step's newest log\n",
         ),

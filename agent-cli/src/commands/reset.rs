@@ -22,7 +22,7 @@ use agent_core::stage::decide::join_under;
 use agent_core::state::interrupt_markers;
 use agent_core::state::locks::{self, Holder, TryLock};
 use agent_core::state::markers::StepMarkers;
-use agent_core::state::results::{self, OperationResult, RunRecord, RunState};
+use agent_core::state::results::{self, OperationResult, RecordedResult, ResultsRecord};
 use agent_core::state::status::RESET_MODE;
 use serde::Serialize;
 
@@ -385,7 +385,7 @@ fn remove_and_record(
             }
         }
     }
-    let record = RunRecord {
+    let record = ResultsRecord {
         agent_version: crate::version::version().to_owned(),
         git_sha: crate::version::GIT_SHA.to_owned(),
         mode: RESET_MODE.to_owned(),
@@ -396,9 +396,9 @@ fn remove_and_record(
         finished: timestamp::rfc3339_nano(SystemTime::now()),
         exit_code: u8::from(error.is_some()),
         result: Some(if error.is_some() {
-            RunState::Failed
+            RecordedResult::Failed
         } else {
-            RunState::Succeeded
+            RecordedResult::Succeeded
         }),
         error: error.clone(),
         operations,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
 use agent_core::state::locks::Holder;
-use agent_core::state::results::RunRecord;
+use agent_core::state::results::ResultsRecord;
 use agent_core::state::status::{self, HostStatus, InterruptStatus, StatusError, Verdict};
 use serde::Serialize;
 
@@ -233,7 +233,7 @@ fn held(lock: Option<&Holder>) -> String {
     text
 }
 
-fn run_line(run: &RunRecord) -> String {
+fn run_line(run: &ResultsRecord) -> String {
     let count = |decision: &str| {
         run.operations
             .iter()

@@ -23,7 +23,7 @@ use agent_core::host::runtime::Runtime;
 use agent_core::interrupt::plan;
 use agent_core::interrupt::runner::{self, InterruptOutcome, InterruptSettings};
 use agent_core::plugin::contract::REBOOT_WAIT;
-use agent_core::state::results::RunRecord;
+use agent_core::state::results::ResultsRecord;
 use agent_core::{CompletionPolicy, Interrupt};
 
 use super::confine::Verdict;
@@ -293,7 +293,7 @@ fn run_stage(
     if let Some(record) = fresh
         .then(|| fs::read(&record).ok())
         .flatten()
-        .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+        .and_then(|b| serde_json::from_slice::<ResultsRecord>(&b).ok())
     {
         stage.set_steps(&record.operations);
         if stage.error.is_none() {

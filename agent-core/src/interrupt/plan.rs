@@ -66,7 +66,7 @@ impl DryRun {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// SPEC §9.4, §9.6, read-only: the decision [`Run`](super::runner) acts on, in words.
+    /// SPEC §9.4, §9.6, read-only: the decision [`Performer`](super::runner) acts on, in words.
     fn describe_reboot(
         &self,
         markers: &OperationMarkers,

@@ -12,12 +12,12 @@ use crate::host::errors::Chain;
 use crate::host::fs::state_err;
 use crate::host::runtime::format_seconds;
 use crate::interrupt::decide::{self, PendingState, RebootStep};
-use crate::interrupt::runner::{OperationRecord, Run};
+use crate::interrupt::runner::{OperationRecord, Performer};
 use crate::plugin::contract::{Command, CompletionPolicy, InterruptError};
 use crate::state::interrupt_markers::OperationMarkers;
 use crate::state::results::OperationResult;
 
-impl Run {
+impl Performer {
     /// SPEC §9.4 and §9.6.
     pub(crate) async fn run_after_reboot(
         &self,
@@ -163,7 +163,7 @@ impl Run {
 }
 
 /// Whether the command of an operation got as far as being started (so a reboot attempt was
-/// made), judged from what [`Run::execute`] returned.
+/// made), judged from what [`Performer::execute`] returned.
 fn was_spawned(result: &Result<exec::Outcome, InterruptError>) -> bool {
     match result {
         Ok(_) => true,

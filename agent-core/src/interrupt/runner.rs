@@ -21,7 +21,7 @@ use crate::interrupt::worker;
 pub use crate::plugin::contract::REBOOT_WAIT;
 use crate::plugin::contract::{Command, CompletionPolicy, Interrupt, InterruptError, Operations};
 use crate::state::interrupt_markers::{self, OperationMarkers};
-use crate::state::logs::{OperationLog, RunLogs};
+use crate::state::logs::{InvocationLogs, OperationLog};
 use crate::state::metrics::InterruptTally;
 use crate::state::results::OperationResult;
 
@@ -121,7 +121,7 @@ pub enum InterruptOutcome {
 
 /// What an interrupt run returns: how it ended, and what each operation did.
 #[derive(Debug)]
-pub struct InterruptRun {
+pub struct InterruptEnd {
     pub result: Result<InterruptOutcome, InterruptError>,
     /// What each operation did, in order.
     pub records: Vec<OperationRecord>,
@@ -131,21 +131,21 @@ pub struct InterruptRun {
     pub tally: InterruptTally,
 }
 
-/// The real run behind an [`InterruptContext`].
+/// What performs the operations a kind hands a real run's [`InterruptContext`] (a dry run's are judged by `plan::DryRun`).
 #[derive(Debug)]
-pub(crate) struct Run {
+pub(crate) struct Performer {
     pub(crate) settings: InterruptSettings,
     pub(crate) type_name: &'static str,
     /// Everything that changes while the kind runs. The kind awaits one operation at a time,
     /// so one lock serves it all; it is never held across an `.await`.
-    state: Mutex<RunState>,
+    state: Mutex<Tracked>,
 }
 
 #[derive(Debug)]
-struct RunState {
+struct Tracked {
     /// The invocation's one log, once an operation opened it.
     log: Option<OperationLog>,
-    logs: RunLogs,
+    logs: InvocationLogs,
     /// What each operation did: one entry per operation, for the summary and the record.
     done: Vec<(OperationRecord, OperationResult)>,
     tally: InterruptTally,
@@ -193,13 +193,13 @@ impl Failure {
     }
 }
 
-impl Run {
+impl Performer {
     pub(crate) fn new(settings: InterruptSettings, type_name: &'static str) -> Self {
         let logs = interrupt_logs(&settings, type_name);
         Self {
             settings,
             type_name,
-            state: Mutex::new(RunState {
+            state: Mutex::new(Tracked {
                 log: None,
                 logs,
                 done: Vec::new(),
@@ -211,7 +211,7 @@ impl Run {
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, RunState> {
+    fn state(&self) -> std::sync::MutexGuard<'_, Tracked> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -421,7 +421,7 @@ impl Run {
 }
 
 #[async_trait::async_trait]
-impl Operations for Run {
+impl Operations for Performer {
     async fn operation(
         &self,
         index: usize,
@@ -466,7 +466,7 @@ impl Operations for Run {
     }
 }
 
-impl Run {
+impl Performer {
     /// One operation the kind handed over: skipped when complete, else run.
     async fn run_operation(
         &self,
@@ -529,11 +529,11 @@ impl Run {
 }
 
 /// The logs of one interrupt run: its one log under `LOGS/<pkg>/<ver>/interrupts/`.
-fn interrupt_logs(settings: &InterruptSettings, type_name: &str) -> RunLogs {
+fn interrupt_logs(settings: &InterruptSettings, type_name: &str) -> InvocationLogs {
     let rel = format!("interrupts/{type_name}");
     match &settings.log_dir {
-        Some(dir) => RunLogs::new(true, dir, [rel.as_str()]),
-        None => RunLogs::new(false, Path::new("/"), []),
+        Some(dir) => InvocationLogs::new(true, dir, [rel.as_str()]),
+        None => InvocationLogs::new(false, Path::new("/"), []),
     }
 }
 
@@ -564,10 +564,10 @@ pub async fn run_interrupt(
 pub async fn run(
     settings: InterruptSettings,
     interrupt: &(dyn Interrupt + 'static),
-) -> InterruptRun {
+) -> InterruptEnd {
     match worker::owned_copy(interrupt) {
         Ok(owned) => run_owned(settings, owned).await,
-        Err(e) => InterruptRun::failed(e),
+        Err(e) => InterruptEnd::failed(e),
     }
 }
 
@@ -577,7 +577,7 @@ pub async fn run(
 /// SPEC §9.5: the core settles the outcome. The kind's code runs on a thread of its own
 /// (a panic there is caught and fails the run); an operation that failed fails the run
 /// whatever the kind returns afterwards, and so does an index handed over twice.
-pub async fn run_owned(settings: InterruptSettings, interrupt: Arc<dyn Interrupt>) -> InterruptRun {
+pub async fn run_owned(settings: InterruptSettings, interrupt: Arc<dyn Interrupt>) -> InterruptEnd {
     run_confined(settings, interrupt, None).await
 }
 
@@ -586,15 +586,15 @@ pub(crate) async fn run_confined(
     settings: InterruptSettings,
     interrupt: Arc<dyn Interrupt>,
     confine: Option<Arc<dyn worker::Confine>>,
-) -> InterruptRun {
+) -> InterruptEnd {
     // Before anything is touched; kinds rely on it instead of checking again in `run`.
     if let Err(e) = validate(interrupt.as_ref()) {
-        return InterruptRun::failed(e);
+        return InterruptEnd::failed(e);
     }
     // SPEC §5: temp files a killed run left behind, once no live writer can own them.
     settings.fs.clean_stale_temps(&settings.markers_dir);
     let type_name = interrupt.type_name();
-    let backend = Arc::new(Run::new(settings, type_name));
+    let backend = Arc::new(Performer::new(settings, type_name));
     let limits = worker::Limits {
         force: backend.settings.exec.cancel.force.clone(),
         grace: backend.settings.exec.stop_grace,
@@ -627,7 +627,7 @@ pub(crate) async fn run_confined(
         (Ok(()), false, None) => finished.map(|()| InterruptOutcome::Completed),
         (Err(e), false, _) => Err(e),
     };
-    InterruptRun {
+    InterruptEnd {
         result,
         records,
         results,
@@ -635,7 +635,7 @@ pub(crate) async fn run_confined(
     }
 }
 
-impl InterruptRun {
+impl InterruptEnd {
     /// A run that failed before any operation.
     fn failed(error: InterruptError) -> Self {
         Self {

@@ -22,7 +22,7 @@ use crate::stage::decide::{Decision, StepPaths, arguments, decide_step};
 use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, UNKNOWN_VERSION};
 use crate::state::locks::{self, LockError};
-use crate::state::logs::RunLogs;
+use crate::state::logs::InvocationLogs;
 use crate::state::markers::StepMarkers;
 use crate::state::results::OperationResult;
 
@@ -155,7 +155,7 @@ pub async fn run_stage(
 
     let flags_dir = rt.package_flags_dir(&config.package_name, &config.package_version);
     // SPEC §8.10: each log directory is read once for the whole stage.
-    let mut logs = RunLogs::new(
+    let mut logs = InvocationLogs::new(
         rt.write_logs,
         &rt.package_log_dir(&config.package_name, &config.package_version),
         steps.iter().map(|step| step.path.as_str()),
@@ -371,7 +371,7 @@ async fn run_step(
     mode: Mode,
     step: &Step,
     versions: Option<&[String; 2]>,
-    logs: &mut RunLogs,
+    logs: &mut InvocationLogs,
     decision: Decision,
     report: &mut Vec<OperationResult>,
 ) -> Result<(), StageError> {

@@ -369,7 +369,7 @@ impl OperationLog {
 /// operation runs without it (its output still streams to the agent's stdout and stderr), the
 /// results record says `not written (<cause>)`, and the exit code is the steps' alone.
 #[derive(Debug)]
-pub(crate) struct RunLogs {
+pub(crate) struct InvocationLogs {
     /// `None` when `SKYHOOK_AGENT_WRITE_LOGS` is false.
     index: Option<LogIndex>,
     /// The operation whose log was created last and not yet pruned.
@@ -377,7 +377,7 @@ pub(crate) struct RunLogs {
     warned: bool,
 }
 
-impl RunLogs {
+impl InvocationLogs {
     /// The logs of operations `rels` under `dir`, or none at all when `write` is false.
     pub fn new<'a>(write: bool, dir: &Path, rels: impl IntoIterator<Item = &'a str>) -> Self {
         Self {

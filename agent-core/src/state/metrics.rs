@@ -24,7 +24,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
-use crate::state::results::{OperationResult, RunRecord};
+use crate::state::results::{OperationResult, ResultsRecord};
 use crate::state::status::{Standing, Verdict};
 
 /// What one interrupt run did, counted for the node's metrics (counted by the interrupt runner).
@@ -44,30 +44,34 @@ pub(crate) const PROM_MODE: u32 = 0o644;
 
 /// How a run ended, as the `result` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunResult {
+pub enum ResultLabel {
     Succeeded,
     Failed,
     /// Stopped by SIGTERM/SIGINT (SPEC §10).
     Stopped,
 }
 
-impl RunResult {
-    pub const ALL: [RunResult; 3] = [RunResult::Succeeded, RunResult::Failed, RunResult::Stopped];
+impl ResultLabel {
+    pub const ALL: [ResultLabel; 3] = [
+        ResultLabel::Succeeded,
+        ResultLabel::Failed,
+        ResultLabel::Stopped,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
-            RunResult::Succeeded => "succeeded",
-            RunResult::Failed => "failed",
-            RunResult::Stopped => "stopped",
+            ResultLabel::Succeeded => "succeeded",
+            ResultLabel::Failed => "failed",
+            ResultLabel::Stopped => "stopped",
         }
     }
 }
 
 /// One finished run, as the metrics see it.
 #[derive(Debug, Clone, Copy)]
-pub struct Run<'a> {
-    pub record: &'a RunRecord,
-    pub result: RunResult,
+pub struct FinishedRun<'a> {
+    pub record: &'a ResultsRecord,
+    pub result: ResultLabel,
     pub started: SystemTime,
     pub finished: SystemTime,
     /// For an interrupt run: its type and what it counted.
@@ -112,7 +116,7 @@ pub(crate) struct StageFigures {
     pub started_us: u64,
     pub finished_us: u64,
     pub exit_code: u8,
-    /// [`RunResult`] as its index in [`RunResult::ALL`].
+    /// [`ResultLabel`] as its index in [`ResultLabel::ALL`].
     pub result: u8,
 }
 
@@ -184,7 +188,7 @@ pub fn record(
     fs: &HostFs,
     state_dir: &Path,
     textfile_dir: Option<&Path>,
-    run: &Run<'_>,
+    run: &FinishedRun<'_>,
     build: (&str, &str),
 ) -> Written {
     let package = run.record.package.as_str();
@@ -299,7 +303,7 @@ fn figures(op: &OperationResult, version: &str, finished_us: u64) -> OperationFi
 
 impl PackageMetrics {
     /// Fold one run in.
-    pub fn fold(&mut self, run: &Run<'_>) {
+    pub fn fold(&mut self, run: &FinishedRun<'_>) {
         let r = run.record;
         let finished = unix_micros(run.finished);
         if let Some(standing) = run.standing {
@@ -340,7 +344,7 @@ impl PackageMetrics {
         }
         // A run that considered every step (it succeeded) tells which steps the stage has:
         // steps no longer configured lose their series.
-        if run.result == RunResult::Succeeded {
+        if run.result == ResultLabel::Succeeded {
             let configured: std::collections::BTreeSet<&str> = r
                 .operations
                 .iter()
@@ -459,7 +463,7 @@ impl PackageMetrics {
             "How the last run of the stage ended: 1 for its result (succeeded, failed, stopped), 0 for the others.",
         );
         for (stage, s) in &self.stages {
-            for result in RunResult::ALL {
+            for result in ResultLabel::ALL {
                 let mut labels = stage_labels(stage, s);
                 labels.push(("result", result.as_str().to_owned()));
                 out.sample_owned(
@@ -476,7 +480,7 @@ impl PackageMetrics {
             "Runs of the stage on this node by result, since the metrics state was created.",
         );
         for (stage, by_result) in &self.runs {
-            for result in RunResult::ALL {
+            for result in ResultLabel::ALL {
                 let labels = [
                     ("package", pkg.to_owned()),
                     ("stage", stage.clone()),

@@ -12,7 +12,7 @@ use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
 
 /// One run of the agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunRecord {
+pub struct ResultsRecord {
     pub agent_version: String,
     /// The commit the agent was built from (`-dirty` when its tree had changes), or
     /// `unknown`; empty in records written before it was recorded.
@@ -32,7 +32,7 @@ pub struct RunRecord {
     /// `running` from the start of the run until its end replaces the record (SPEC §8.12);
     /// `None` in records of earlier versions, which were only written at the end.
     #[serde(default)]
-    pub result: Option<RunState>,
+    pub result: Option<RecordedResult>,
     /// The error that made the run fail, as printed.
     #[serde(default)]
     pub error: Option<String>,
@@ -42,7 +42,7 @@ pub struct RunRecord {
 /// Where a run is, as its record says (`"result"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum RunState {
+pub enum RecordedResult {
     /// Written when the run starts: a run killed outright (or one whose final record could not
     /// be written) leaves its record saying so, never the previous run's success.
     Running,
@@ -52,7 +52,7 @@ pub enum RunState {
     Stopped,
 }
 
-impl RunRecord {
+impl ResultsRecord {
     /// The record written when a run starts (SPEC §8.12). Its exit code and error are what a
     /// reader that does not know `result` (an earlier agent's `agent status`) should see if the
     /// run never replaces it.
@@ -73,7 +73,7 @@ impl RunRecord {
             started: started.to_owned(),
             finished: started.to_owned(),
             exit_code: 1,
-            result: Some(RunState::Running),
+            result: Some(RecordedResult::Running),
             error: Some(unrecorded(mode)),
             operations: Vec::new(),
         }
@@ -81,7 +81,7 @@ impl RunRecord {
 
     /// Whether the record says its run has not finished.
     pub fn is_running(&self) -> bool {
-        self.result == Some(RunState::Running)
+        self.result == Some(RecordedResult::Running)
     }
 }
 
@@ -205,7 +205,7 @@ pub fn path(state_dir: &Path, package: &str, version: &str, name: &str) -> PathB
 /// Write the record atomically, first cleaning what killed writes left in its directory
 /// (SPEC §5). SPEC §8.12: the record is a diagnostic, written by atomic rename (never torn)
 /// but not fsynced; a crash may lose the last record, never what decides whether work runs.
-pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsError> {
+pub fn write(fs: &HostFs, file: &Path, record: &ResultsRecord) -> Result<(), HostFsError> {
     if let Some(dir) = file.parent() {
         fs.clean_stale_temps(dir);
     }
@@ -214,7 +214,7 @@ pub fn write(fs: &HostFs, file: &Path, record: &RunRecord) -> Result<(), HostFsE
 
 /// Read a record; `None` when missing or unreadable as a record. One larger than
 /// `RECORD_BOUND` is corrupt and not read: `HostFsError::TooLarge` (SPEC §5).
-pub fn read(fs: &HostFs, file: &Path) -> Result<Option<RunRecord>, HostFsError> {
+pub fn read(fs: &HostFs, file: &Path) -> Result<Option<ResultsRecord>, HostFsError> {
     Ok(fs
         .read(file, RECORD_BOUND)?
         .and_then(|bytes| serde_json::from_slice(&bytes).ok()))
@@ -239,7 +239,7 @@ mod tests {
             stdout_bytes: 17,
             stderr_bytes: 0,
         };
-        let record = RunRecord {
+        let record = ResultsRecord {
             agent_version: "1.2.3".into(),
             git_sha: "0123abcd-dirty".into(),
             mode: "apply".into(),
@@ -249,7 +249,7 @@ mod tests {
             started: "2026-11-30T10:00:00Z".into(),
             finished: "2026-11-30T10:00:02Z".into(),
             exit_code: 1,
-            result: Some(RunState::Failed),
+            result: Some(RecordedResult::Failed),
             error: Some("boom".into()),
             operations: vec![
                 OperationResult::skipped("a.sh", "completion marker present"),
@@ -287,14 +287,14 @@ mod tests {
         // ... and so do records written before the commit was.
         assert_eq!(old["git_sha"], "0123abcd-dirty");
         old.as_object_mut().unwrap().remove("git_sha");
-        let back: RunRecord = serde_json::from_value(old).unwrap();
+        let back: ResultsRecord = serde_json::from_value(old).unwrap();
         assert_eq!(back.operations[1].usage, None);
         assert_eq!(back.git_sha, "");
     }
 
     #[test]
     fn the_start_record_says_running_and_records_of_earlier_versions_have_no_result() {
-        let r = RunRecord::running(
+        let r = ResultsRecord::running(
             ("1.2.3", "0123abcd"),
             "apply-check",
             "abc_pkg_1.0.0",
@@ -313,7 +313,7 @@ mod tests {
         assert!(r.is_running());
         let mut old = json;
         old.as_object_mut().unwrap().remove("result");
-        let old: RunRecord = serde_json::from_value(old).unwrap();
+        let old: ResultsRecord = serde_json::from_value(old).unwrap();
         assert_eq!(old.result, None);
         assert!(!old.is_running());
     }

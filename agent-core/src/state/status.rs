@@ -20,7 +20,7 @@ use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, History, HistoryEntry};
 use crate::state::interrupt_markers;
 use crate::state::locks::{self, Holder};
-use crate::state::results::{self, RunRecord, RunState};
+use crate::state::results::{self, RecordedResult, ResultsRecord};
 
 /// The one-word answer of `agent status`, overall and per package or interrupt resource.
 ///
@@ -175,15 +175,15 @@ pub struct PackageStatus {
     /// Interrupt resources whose ID names this package.
     pub interrupts: Vec<InterruptStatus>,
     /// The most recent results record of any version and mode.
-    pub last_run: Option<RunRecord>,
+    pub last_run: Option<ResultsRecord>,
 }
 
 impl PackageStatus {
     /// The package's stage and interrupt runs still recorded (the last of each stage, and of
     /// the interrupt, per version; `agent reset` records are not runs), newest first, each
     /// with its version.
-    pub fn runs_newest_first(&self) -> Vec<(&str, &RunRecord)> {
-        let mut runs: Vec<(&str, &RunRecord)> = self
+    pub fn runs_newest_first(&self) -> Vec<(&str, &ResultsRecord)> {
+        let mut runs: Vec<(&str, &ResultsRecord)> = self
             .versions
             .iter()
             .flat_map(|v| v.runs.iter().map(move |r| (v.version.as_str(), r)))
@@ -202,7 +202,7 @@ pub struct VersionStatus {
     /// names may contain `/`).
     pub markers: Vec<String>,
     /// The last run of each mode (`STATE/results/<pkg>/<ver>/<MODE>.json`), oldest first.
-    pub runs: Vec<RunRecord>,
+    pub runs: Vec<ResultsRecord>,
 }
 
 /// The markers of one interrupt resource (`STATE/interrupts/flags/<RID>/`).
@@ -293,7 +293,7 @@ pub struct Scope<'a> {
 /// of reading every results record of the package again (a large package's records hold an
 /// operation per step). The package's history, interrupt markers and locks are read as
 /// [`collect_scoped`] reads them.
-pub fn standing(fs: &HostFs, rt: &Runtime, finished: &RunRecord) -> Standing {
+pub fn standing(fs: &HostFs, rt: &Runtime, finished: &ResultsRecord) -> Standing {
     let package = finished.package.as_str();
     let mut ignored = |_: &str, _: &dyn std::fmt::Display| {};
     let boot_id = read_boot_id(fs).ok();
@@ -678,7 +678,7 @@ impl Found<'_> {
 
 /// The most recent stage or interrupt run of a package (an `agent reset` record is
 /// bookkeeping, not a run).
-fn last_run_mut(versions: &mut [VersionStatus]) -> Option<(&str, &mut RunRecord)> {
+fn last_run_mut(versions: &mut [VersionStatus]) -> Option<(&str, &mut ResultsRecord)> {
     versions
         .iter_mut()
         .flat_map(|v| v.runs.iter_mut().map(|r| (v.version.as_str(), r)))
@@ -728,8 +728,8 @@ const INTERRUPT_MODE: &str = "interrupt";
 /// [`settle_running`]), and the `agent reset` recorded after it, if any.
 #[derive(Clone, Copy)]
 struct LastRun<'a> {
-    run: &'a RunRecord,
-    reset_since: Option<&'a RunRecord>,
+    run: &'a ResultsRecord,
+    reset_since: Option<&'a ResultsRecord>,
 }
 
 impl<'a> LastRun<'a> {
@@ -774,7 +774,7 @@ fn judge_package(
             // SPEC §8.12: no agent holds its lock, so it ended without saying how.
             errors.extend(run_errors(name, run, &record));
             parts.push(Verdict::Error);
-        } else if run.result == Some(RunState::Stopped) {
+        } else if run.result == Some(RecordedResult::Stopped) {
             detail = Some(format!(
                 "the last {} was stopped by a termination signal at {}; what it completed is \
                  kept and the next run resumes",
@@ -815,7 +815,7 @@ fn judge_package(
 
 /// The `agent reset` of `version` recorded after the failed `run` (of the same interrupt
 /// resource, for an interrupt run): the failure it followed has not been run again.
-fn reset_since<'v>(version: &'v VersionStatus, run: &RunRecord) -> Option<&'v RunRecord> {
+fn reset_since<'v>(version: &'v VersionStatus, run: &ResultsRecord) -> Option<&'v ResultsRecord> {
     version
         .runs
         .iter()
@@ -828,7 +828,7 @@ fn reset_since<'v>(version: &'v VersionStatus, run: &RunRecord) -> Option<&'v Ru
 pub const RESET_MODE: &str = "reset";
 
 /// The failed operations of a failed run, or the run's own error when no operation failed.
-fn run_errors(package: &str, run: &RunRecord, record: &Path) -> Vec<StatusError> {
+fn run_errors(package: &str, run: &ResultsRecord, record: &Path) -> Vec<StatusError> {
     let message = if run.is_running() {
         results::unrecorded(&run.mode)
     } else {

@@ -24,7 +24,10 @@ impl Host {
     }
 
     pub(crate) fn cx(&self) -> InterruptContext {
-        InterruptContext::new(Arc::new(Run::new(self.test.settings().clone(), "kind")))
+        InterruptContext::new(Arc::new(Performer::new(
+            self.test.settings().clone(),
+            "kind",
+        )))
     }
 
     pub(crate) fn ran(&self) -> Vec<String> {

@@ -479,7 +479,7 @@ fn log_trouble_is_a_log_not_written_and_a_refusal_an_error() {
     // LOGS/<pkg> is a file: the directory cannot be created.
     std::fs::create_dir_all(dir.path().join("var/log/skyhook/sk1")).unwrap();
     std::fs::write(dir.path().join("var/log/skyhook/sk1/pkg"), "").unwrap();
-    let mut logs = RunLogs::new(true, Path::new(LOG_DIR), ["s.sh"]);
+    let mut logs = InvocationLogs::new(true, Path::new(LOG_DIR), ["s.sh"]);
     let log = logs.open(&fs, "s.sh", now()).unwrap();
     let OperationLog::NotWritten { cause } = &log else {
         panic!("{log:?}");
@@ -496,7 +496,7 @@ fn log_trouble_is_a_log_not_written_and_a_refusal_an_error() {
     let (dir, fs) = host();
     std::fs::create_dir_all(dir.path().join("var/log/skyhook")).unwrap();
     symlink("/tmp", dir.path().join("var/log/skyhook/sk1")).unwrap();
-    let mut logs = RunLogs::new(true, Path::new(LOG_DIR), ["s.sh"]);
+    let mut logs = InvocationLogs::new(true, Path::new(LOG_DIR), ["s.sh"]);
     let err = logs.open(&fs, "s.sh", now()).unwrap_err();
     assert_eq!(err.to_string(), "/var/log/skyhook/sk1 is a symbolic link");
 }
@@ -504,7 +504,7 @@ fn log_trouble_is_a_log_not_written_and_a_refusal_an_error() {
 #[test]
 fn a_log_that_failed_to_write_is_recorded_as_not_written() {
     let (_dir, fs) = host();
-    let mut logs = RunLogs::new(true, Path::new(LOG_DIR), ["s.sh"]);
+    let mut logs = InvocationLogs::new(true, Path::new(LOG_DIR), ["s.sh"]);
     let log = logs.open(&fs, "s.sh", now()).unwrap();
     assert!(matches!(log, OperationLog::Open(_)));
     assert_eq!(
@@ -520,7 +520,7 @@ fn a_log_that_failed_to_write_is_recorded_as_not_written() {
         logs.close("s.sh", &fine, None).as_deref(),
         Some("/var/log/skyhook/sk1/pkg/1.0.0/s.sh-2026-11-30-102728.136997000-1.log")
     );
-    let mut off = RunLogs::new(false, Path::new(LOG_DIR), ["s.sh"]);
+    let mut off = InvocationLogs::new(false, Path::new(LOG_DIR), ["s.sh"]);
     let log = off.open(&fs, "s.sh", now()).unwrap();
     assert!(matches!(log, OperationLog::Off));
     assert_eq!(off.close("s.sh", &log, None), None);

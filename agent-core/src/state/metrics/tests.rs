@@ -20,8 +20,8 @@ fn op(path: &str, exit: i32, usage: Usage) -> OperationResult {
     }
 }
 
-fn run_record(mode: &str, version: &str, operations: Vec<OperationResult>) -> RunRecord {
-    RunRecord {
+fn run_record(mode: &str, version: &str, operations: Vec<OperationResult>) -> ResultsRecord {
+    ResultsRecord {
         agent_version: "0.1.0".into(),
         git_sha: "abc123".into(),
         mode: mode.into(),
@@ -41,9 +41,9 @@ fn at(secs: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
 }
 
-fn fold(m: &mut PackageMetrics, r: &RunRecord, result: RunResult) {
+fn fold(m: &mut PackageMetrics, r: &ResultsRecord, result: ResultLabel) {
     m.package = "pkg".into();
-    m.fold(&Run {
+    m.fold(&FinishedRun {
         record: r,
         result,
         started: at(1_000),
@@ -108,7 +108,7 @@ fn a_stage_run_renders_every_family_with_the_steps_figures() {
             OperationResult::skipped("b.sh", "completion marker present"),
         ],
     );
-    fold(&mut m, &r, RunResult::Succeeded);
+    fold(&mut m, &r, ResultLabel::Succeeded);
     let text = m.render(("0.1.0", "abc123"));
     let scrape = parse(&text);
     let step = [("package", "pkg"), ("stage", "apply"), ("step", "a.sh")];
@@ -207,12 +207,12 @@ fn stages_keep_each_other_and_skipped_steps_keep_their_last_figures() {
             "1.0.0",
             vec![op("a.sh", 0, USAGE), op("b.sh", 0, USAGE)],
         ),
-        RunResult::Succeeded,
+        ResultLabel::Succeeded,
     );
     fold(
         &mut m,
         &run_record("apply-check", "1.0.0", vec![op("a_check.sh", 0, USAGE)]),
-        RunResult::Succeeded,
+        ResultLabel::Succeeded,
     );
     // The rerun skips a.sh and runs b.sh, which fails now.
     let mut failing = op("b.sh", 3, Usage::default());
@@ -227,20 +227,20 @@ fn stages_keep_each_other_and_skipped_steps_keep_their_last_figures() {
                 failing,
             ],
         ),
-        RunResult::Failed,
+        ResultLabel::Failed,
     );
     assert_eq!(m.steps["apply"]["a.sh"].max_rss_bytes, 5 << 20);
     assert_eq!(m.steps["apply"]["b.sh"].exit_code, 3);
     assert!(!m.steps["apply"]["b.sh"].succeeded);
     assert!(m.steps["apply-check"].contains_key("a_check.sh"));
     assert_eq!(m.runs["apply"], [1, 1, 0]);
-    assert_eq!(m.stages["apply"].result, RunResult::Failed as u8);
+    assert_eq!(m.stages["apply"].result, ResultLabel::Failed as u8);
 
     // A run that succeeds with a.sh alone: b.sh is no longer configured.
     fold(
         &mut m,
         &run_record("apply", "1.1.0", vec![op("a.sh", 0, USAGE)]),
-        RunResult::Succeeded,
+        ResultLabel::Succeeded,
     );
     assert_eq!(m.steps["apply"].keys().collect::<Vec<_>>(), ["a.sh"]);
     assert_eq!(m.steps["apply"]["a.sh"].version, "1.1.0");
@@ -262,9 +262,9 @@ fn interrupt_counters_accumulate_across_runs() {
         loop_guard_refusals: 0,
     };
     for _ in 0..2 {
-        m.fold(&Run {
+        m.fold(&FinishedRun {
             record: &r,
-            result: RunResult::Succeeded,
+            result: ResultLabel::Succeeded,
             started: at(5),
             finished: at(6),
             interrupt: Some(("node_restart", tally)),
@@ -276,9 +276,9 @@ fn interrupt_counters_accumulate_across_runs() {
         reboots_requested: 0,
         loop_guard_refusals: 1,
     };
-    m.fold(&Run {
+    m.fold(&FinishedRun {
         record: &run_record("interrupt", "1.0.0", Vec::new()),
-        result: RunResult::Failed,
+        result: ResultLabel::Failed,
         started: at(7),
         finished: at(8),
         interrupt: Some(("node_restart", after)),
@@ -341,7 +341,7 @@ fn label_values_are_escaped() {
             "1.0.0",
             vec![op("dir/we\"ird\\step\n.sh", 0, USAGE)],
         ),
-        RunResult::Succeeded,
+        ResultLabel::Succeeded,
     );
     let text = m.render(("0.1.0", "unknown"));
     assert!(text.contains(r#"step="dir/we\"ird\\step\n.sh""#), "{text}");
@@ -354,9 +354,9 @@ fn record_writes_the_file_the_sidecar_and_the_copy_and_reports_what_failed() {
     let fs = HostFs::new(root.path());
     std::fs::create_dir_all(root.path().join("textfile")).unwrap();
     let r = run_record("apply", "1.0.0", vec![op("a.sh", 0, USAGE)]);
-    let run = Run {
+    let run = FinishedRun {
         record: &r,
-        result: RunResult::Succeeded,
+        result: ResultLabel::Succeeded,
         started: at(1),
         finished: at(2),
         interrupt: None,
@@ -412,9 +412,9 @@ fn the_verdict_is_one_gauge_per_verdict_and_the_pending_reboot_one_gauge() {
         verdict,
         reboot_pending,
     };
-    m.fold(&Run {
+    m.fold(&FinishedRun {
         record: &record,
-        result: RunResult::Succeeded,
+        result: ResultLabel::Succeeded,
         started: at(1),
         finished: at(2),
         interrupt: Some(("node_restart", InterruptTally::default())),
@@ -447,17 +447,17 @@ fn the_verdict_is_one_gauge_per_verdict_and_the_pending_reboot_one_gauge() {
     );
 
     // The next run's standing replaces it; one without (a test fold) keeps it.
-    m.fold(&Run {
+    m.fold(&FinishedRun {
         record: &record,
-        result: RunResult::Failed,
+        result: ResultLabel::Failed,
         started: at(3),
         finished: at(4),
         interrupt: Some(("node_restart", InterruptTally::default())),
         standing: Some(standing(Verdict::Failed, false)),
     });
-    m.fold(&Run {
+    m.fold(&FinishedRun {
         record: &record,
-        result: RunResult::Failed,
+        result: ResultLabel::Failed,
         started: at(5),
         finished: at(6),
         interrupt: None,

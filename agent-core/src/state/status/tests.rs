@@ -104,28 +104,28 @@ fn a_finished_run_stands_by_its_own_record() {
     let root = tempfile::tempdir().unwrap();
     let fs = HostFs::new(root.path());
     let rt = Runtime::from_lookup(|_| None).unwrap();
-    let mut earlier = RunRecord::running(
+    let mut earlier = ResultsRecord::running(
         ("v", "sha"),
         "apply",
         "pkg_1.0.0",
         ("pkg", "1.0.0"),
         "2026-12-01T10:00:00Z",
     );
-    earlier.result = Some(RunState::Failed);
+    earlier.result = Some(RecordedResult::Failed);
     earlier.finished = "2026-12-01T10:00:01Z".into();
     let file = results::path(&rt.state_dir, "pkg", "1.0.0", "apply");
     results::write(&fs, &file, &earlier).unwrap();
     assert_eq!(standing(&fs, &rt, &earlier).verdict, Verdict::Failed);
 
     let mut finished = earlier.clone();
-    finished.result = Some(RunState::Succeeded);
+    finished.result = Some(RecordedResult::Succeeded);
     finished.exit_code = 0;
     finished.error = None;
     finished.finished = "2026-12-01T10:05:00Z".into();
     let standing = standing(&fs, &rt, &finished);
     assert_eq!(standing.verdict, Verdict::Done);
     assert!(!standing.reboot_pending);
-    finished.result = Some(RunState::Stopped);
+    finished.result = Some(RecordedResult::Stopped);
     assert_eq!(
         super::standing(&fs, &rt, &finished).verdict,
         Verdict::Stopped
