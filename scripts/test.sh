@@ -148,6 +148,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The container suite has its own harness (`test = false`), which --all-targets leaves out.
 cargo clippy --locked -p agent-cli --test container -- -D warnings
+# agent-core as a kind's crate builds it: the plugin surface alone, without the feature `engine`.
+cargo clippy --locked -p interrupts -p custom-interrupt --all-targets -- -D warnings
 cargo build --workspace --bins --locked
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 

@@ -20,14 +20,22 @@
 //! A layer imports only the layers listed before it; `stage` and `interrupt` come last (the
 //! interrupt plan borrows the stage plan's vocabulary; `stage` never imports `interrupt`).
 
-pub mod compat;
-pub mod exec;
-pub mod host;
-pub mod interrupt;
-pub mod package;
+// Without `engine`, the engine's entry points (the agent binary's) have no caller in the build.
+#![cfg_attr(not(feature = "engine"), allow(dead_code, unused_imports))]
+
 pub mod plugin;
-pub mod stage;
-pub mod state;
+
+/// The engine's modules: public with feature `engine` (the agent binary), crate-private
+/// otherwise, so that a kind's build sees the plugin surface only.
+macro_rules! engine {
+    ($($module:ident),*) => {$(
+        #[cfg(feature = "engine")]
+        pub mod $module;
+        #[cfg(not(feature = "engine"))]
+        mod $module;
+    )*};
+}
+engine!(compat, exec, host, interrupt, package, stage, state);
 
 #[cfg(any(test, feature = "testing"))]
 pub use interrupt::testing;

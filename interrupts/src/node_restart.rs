@@ -21,8 +21,8 @@ impl InterruptKind for NodeRestart {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
-    use agent_core::exec::Termination;
-    use agent_core::interrupt::runner::InterruptOutcome;
+    use agent_core::testing::InterruptOutcome;
+    use agent_core::testing::Termination;
     use agent_core::testing::{TestHost, assert_kind};
 
     use super::NodeRestart;

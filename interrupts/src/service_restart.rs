@@ -45,7 +45,7 @@ impl InterruptKind for ServiceRestart {
 #[cfg(test)]
 mod tests {
     use agent_core::Interrupt;
-    use agent_core::interrupt::runner::OperationRecord;
+    use agent_core::testing::OperationRecord;
     use agent_core::testing::{TestHost, assert_kind};
 
     use super::*;
@@ -115,9 +115,9 @@ mod tests {
         let host = TestHost::temp();
         let payload = r#"{"type":"service_restart","services":["containerd","kubelet"]}"#;
         host.answer([
-            agent_core::exec::Termination::Exited(0),
-            agent_core::exec::Termination::Exited(0),
-            agent_core::exec::Termination::Exited(3),
+            agent_core::testing::Termination::Exited(0),
+            agent_core::testing::Termination::Exited(0),
+            agent_core::testing::Termination::Exited(3),
         ]);
         let (result, _) = host.run(payload).await;
         assert_eq!(

@@ -293,19 +293,19 @@ pub enum Termination {
 
 impl Termination {
     /// The exit code, when the process exited.
-    pub fn exit_code(&self) -> Option<i32> {
+    pub fn exit_code(self) -> Option<i32> {
         match self {
-            Termination::Exited(c) => Some(*c),
+            Termination::Exited(c) => Some(c),
             Termination::Signalled(_) => None,
         }
     }
 
     /// The signal's name (`SIGKILL`), or its number, when a signal ended the process.
-    pub fn signal(&self) -> Option<String> {
+    pub fn signal(self) -> Option<String> {
         match self {
             Termination::Exited(_) => None,
             Termination::Signalled(s) => Some(
-                Signal::try_from(*s).map_or_else(|_| s.to_string(), |sig| sig.as_str().to_owned()),
+                Signal::try_from(s).map_or_else(|_| s.to_string(), |sig| sig.as_str().to_owned()),
             ),
         }
     }

@@ -122,6 +122,7 @@ pub struct Step {
     pub env: BTreeMap<String, String>,
     /// config.json `idempotence`: `true` means Disabled (the step always runs).
     pub idempotence_disabled: bool,
+    #[allow(clippy::struct_field_names, reason = "config.json's `upgrade_step`")]
     pub upgrade_step: bool,
 }
 

@@ -1,5 +1,5 @@
 // Defect: `Ok(Status::Failed)` from `run` was reported as a completed interrupt.
-use agent_core::exec::Status;
+use agent_core::Status;
 use agent_core::{InterruptContext, InterruptError, InterruptKind};
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
