@@ -1,21 +1,27 @@
 //! agent-core: everything the node agent knows, with no interrupt-kind-specific code.
 //!
 //! The core orchestrates: it parses the package, decides which steps run, runs them chrooted
-//! into the host, and keeps markers, history and logs on the host through [`host::fs`].
-//! Interrupt kinds plug in through [`Interrupt`]; a plugin crate depends on this crate and
-//! serde only, using the re-exports below. The layers, bottom up (docs/architecture.md):
+//! into the host, and keeps markers, history and logs on the host through `host::fs`.
 //!
-//! - [`compat`]: byte formats the upstream agents defined (Python repr, Go JSON, timestamps).
-//! - [`host`]: the host root as a rooted filesystem (one atomic write, one temp-name scheme),
+//! **The plugin surface** is what this crate's default build shows: interrupt kinds implement
+//! [`InterruptKind`] under [`macro@interrupt`] and run in an [`InterruptContext`]; the root
+//! re-exports below and [`plugin`] (the contract, its wire codec, the registry, shared
+//! validators) are all a kind's crate uses, with `testing` (feature `testing`) in its tests.
+//! A plugin crate depends on this crate and serde only.
+//!
+//! **The engine**, the agent binary's, is public only with the feature `engine` (agent-cli
+//! turns it on); its layers, bottom up (docs/architecture.md):
+//!
+//! - `compat`: byte formats the upstream agents defined (Python repr, Go JSON, timestamps).
+//! - `host`: the host root as a rooted filesystem (one atomic write, one temp-name scheme),
 //!   the run's environment (variables, resource ID, boot ID, the banner), pre-flight.
-//! - [`exec`]: running one process tree: spawn, relay, timeouts, signals.
-//! - [`package`]: the package model: config.json, steps, validation.
-//! - [`state`]: every file the agent keeps on the host, one owner per format.
-//! - [`plugin`]: the contract interrupt kinds implement (with the [`InterruptContext`] they run
-//!   in), its wire codec, and the registry.
-//! - [`stage`]: one stage run (decide, execute, record) and its plan, from the same decisions.
-//! - [`interrupt`](mod@interrupt): one interrupt run (operations, markers, the reboot protocol)
-//!   and its dry run, from the same decisions.
+//! - `exec`: running one process tree: spawn, relay, timeouts, signals.
+//! - `package`: the package model: config.json, steps, validation.
+//! - `state`: every file the agent keeps on the host, one owner per format.
+//! - `plugin` (above) sits here: the contract builds on `exec` and `host`.
+//! - `stage`: one stage run (decide, execute, record) and its plan, from the same decisions.
+//! - `interrupt`: one interrupt run (operations, markers, the reboot protocol) and its dry
+//!   run, from the same decisions.
 //!
 //! A layer imports only the layers listed before it; `stage` and `interrupt` come last (the
 //! interrupt plan borrows the stage plan's vocabulary; `stage` never imports `interrupt`).
