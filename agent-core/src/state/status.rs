@@ -306,8 +306,7 @@ pub fn standing(fs: &HostFs, rt: &Runtime, finished: &ResultsRecord) -> Standing
         boot_id: boot_id.as_deref(),
     };
     let mut names = BTreeSet::new();
-    let (mut by_package, other_interrupts) = found.interrupts(&mut names, &mut ignored);
-    found.held_locks(&mut names, &mut by_package, &other_interrupts, &mut ignored);
+    let (mut by_package, _) = found.interrupts(&mut names, &mut ignored);
     let interrupts = by_package.remove(package).unwrap_or_default();
     let history = found.history(package, &mut ignored);
     let last = LastRun {
@@ -381,7 +380,6 @@ pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus
         boot_id: boot_id.as_deref(),
     };
     let (mut by_package, other_interrupts) = found.interrupts(&mut names, &mut note);
-    found.held_locks(&mut names, &mut by_package, &other_interrupts, &mut note);
 
     names.retain(|name| only.is_none_or(|p| p == name));
     let mut packages = Vec::new();
@@ -466,7 +464,8 @@ struct Found<'a> {
 type Interrupts = (BTreeMap<String, Vec<InterruptStatus>>, Vec<InterruptStatus>);
 
 impl Found<'_> {
-    /// Every interrupt resource's markers, by package.
+    /// Every interrupt resource's markers, by package, and the packages and interrupt
+    /// resources whose lock is held before they wrote any state.
     fn interrupts(
         &self,
         names: &mut BTreeSet<String>,
@@ -509,7 +508,7 @@ impl Found<'_> {
                 Err(_) => other_interrupts.push(status),
             }
         }
-
+        self.held_locks(names, &mut by_package, &other_interrupts, note);
         (by_package, other_interrupts)
     }
 
