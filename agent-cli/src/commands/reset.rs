@@ -105,7 +105,7 @@ fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
         Failure::failed(format!(
             "refusing to reset {scope}: an agent is running it ({}, lock {}); wait for it to \
              finish (`agent status` shows it) and try again",
-            describe(holder),
+            holder.describe(),
             lock.display()
         ))
     };
@@ -448,18 +448,6 @@ fn walk(fs: &HostFs, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Failure> 
         }
     }
     Ok(())
-}
-
-fn describe(h: &Holder) -> String {
-    let mut text = format!(
-        "pid {}",
-        h.pid
-            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
-    );
-    if let Some(s) = &h.started {
-        let _ = write!(text, " since {s}");
-    }
-    text
 }
 
 fn render(r: &Report) -> String {

@@ -218,14 +218,7 @@ fn held(lock: Option<&Holder>) -> String {
     let Some(h) = lock else {
         return String::new();
     };
-    let mut text = format!(
-        " (lock held by pid {}",
-        h.pid
-            .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
-    );
-    if let Some(started) = &h.started {
-        let _ = write!(text, " since {started}");
-    }
+    let mut text = format!(" (lock held by {}", h.describe());
     if let Some(op) = &h.operation {
         let _ = write!(text, ", running {op}");
     }

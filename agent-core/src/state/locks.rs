@@ -385,6 +385,16 @@ pub struct Holder {
 }
 
 impl Holder {
+    /// `pid 4711 since <started>` (`pid unknown` when the lock file does not say), for
+    /// messages about who holds a lock.
+    pub fn describe(&self) -> String {
+        let pid = self.pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+        match &self.started {
+            Some(started) => format!("pid {pid} since {started}"),
+            None => format!("pid {pid}"),
+        }
+    }
+
     /// Parse the lock file's text; fields that are missing or malformed are `None`.
     pub fn parse(text: &str) -> Self {
         let mut holder = Self::default();
