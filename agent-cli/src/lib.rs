@@ -428,14 +428,14 @@ fn run_operator(
                 &exec.cancel.stop,
             )
             .await?;
-            let run = RunIdentity {
-                mode: mode.as_str(),
-                resource_id: &rid.id,
-                package: &config.package_name,
-                version: &config.package_version,
-            };
             let started = SystemTime::now();
-            save_start(&fs, rt, &run, started)?;
+            let run = save_start(
+                &fs,
+                rt,
+                (mode.as_str(), &rid.id),
+                (&config.package_name, &config.package_version),
+                started,
+            )?;
             if !mode.is_uninstall() {
                 preflight::overlay_root_dir(root, &copy_dir)
                     .context("overlaying root_dir onto the host")?;
@@ -470,8 +470,7 @@ fn run_operator(
         out.operations = save_results(
             &fs,
             rt,
-            &run,
-            started,
+            (run, started),
             &result,
             std::mem::take(&mut out.operations),
             None,
@@ -480,76 +479,65 @@ fn run_operator(
     })
 }
 
-/// What names a run's results record: `STATE/results/<package>/<version>/<mode>.json`.
-struct RunIdentity<'a> {
-    mode: &'a str,
-    resource_id: &'a str,
-    package: &'a str,
-    version: &'a str,
-}
-
-impl RunIdentity<'_> {
-    fn record_path(&self, rt: &Runtime) -> std::path::PathBuf {
-        results::path(&rt.state_dir, self.package, self.version, self.mode)
-    }
-}
-
 /// SPEC §8.12: the record says `running` from the start, so a run that cannot record its end
 /// (a full disk, a SIGKILL) never leaves the previous run's success in place. A run that cannot
-/// write even this fails before it runs anything.
+/// write even this fails before it runs anything. Returns the record, which the run's end
+/// completes ([`save_results`]).
 fn save_start(
     fs: &HostFs,
     rt: &Runtime,
-    run: &RunIdentity<'_>,
+    (mode, resource_id): (&str, &str),
+    package: (&str, &str),
     started: SystemTime,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ResultsRecord> {
     let record = ResultsRecord::running(
         (version(), GIT_SHA),
-        run.mode,
-        run.resource_id,
-        (run.package, run.version),
+        mode,
+        resource_id,
+        package,
         &timestamp::rfc3339_nano(started),
     );
-    let file = run.record_path(rt);
+    let file = record_path(rt, &record);
     phases::time(Phase::Results, || results::write(fs, &file, &record)).with_context(|| {
         format!(
             "writing the results record {} at the start of the run",
             file.display()
         )
-    })
+    })?;
+    Ok(record)
 }
 
-/// SPEC §8.12: build the run's results record from how it ended and write it over the start
+/// `STATE/results/<package>/<version>/<mode>.json`.
+fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
+    results::path(
+        &rt.state_dir,
+        &record.package,
+        &record.version,
+        &record.mode,
+    )
+}
+
+/// SPEC §8.12: complete the run's start record with how it ended and write it over the start
 /// record. The record is a diagnostic; failing to write it is logged, not fatal (the start
 /// record left in place says the run did not record its result). Gives the operations back.
 fn save_results<T>(
     fs: &HostFs,
     rt: &Runtime,
-    run: &RunIdentity<'_>,
-    started: SystemTime,
+    (mut record, started): (ResultsRecord, SystemTime),
     result: &anyhow::Result<T>,
     operations: Vec<OperationResult>,
     interrupt: Option<(&str, InterruptTally)>,
 ) -> Vec<OperationResult> {
-    let record = ResultsRecord {
-        agent_version: version().to_owned(),
-        git_sha: GIT_SHA.to_owned(),
-        mode: run.mode.to_owned(),
-        resource_id: run.resource_id.to_owned(),
-        package: run.package.to_owned(),
-        version: run.version.to_owned(),
-        started: timestamp::rfc3339_nano(started),
-        finished: timestamp::rfc3339_nano(SystemTime::now()),
-        exit_code: if result.is_ok() { 0 } else { EXIT_FAILED },
-        result: Some(match result {
-            Ok(_) => RecordedResult::Succeeded,
-            Err(e) if is_stop(e) => RecordedResult::Stopped,
-            Err(_) => RecordedResult::Failed,
-        }),
-        error: result.as_ref().err().map(|e| format!("{e:#}")),
-        operations,
-    };
-    let file = run.record_path(rt);
+    record.finished = timestamp::rfc3339_nano(SystemTime::now());
+    record.exit_code = if result.is_ok() { 0 } else { EXIT_FAILED };
+    record.result = Some(match result {
+        Ok(_) => RecordedResult::Succeeded,
+        Err(e) if is_stop(e) => RecordedResult::Stopped,
+        Err(_) => RecordedResult::Failed,
+    });
+    record.error = result.as_ref().err().map(|e| format!("{e:#}"));
+    record.operations = operations;
+    let file = record_path(rt, &record);
     if let Err(e) = phases::time(Phase::Results, || results::write(fs, &file, &record)) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
@@ -607,15 +595,15 @@ async fn run_interrupt(
         heartbeat: rt.heartbeat,
     };
     let type_name = decoded.interrupt.type_name();
-    let identity = RunIdentity {
-        mode: "interrupt",
-        resource_id: &rid.id,
-        package: &rid.package,
-        version: &rid.version,
-    };
     let started = SystemTime::now();
     out.resource_id = Some(rid.id.clone());
-    save_start(&settings.fs, rt, &identity, started)?;
+    let record = save_start(
+        &settings.fs,
+        rt,
+        ("interrupt", &rid.id),
+        (&rid.package, &rid.version),
+        started,
+    )?;
     let state_fs = settings.fs.clone();
     let interrupt: std::sync::Arc<dyn Interrupt> = decoded.interrupt.into();
     let run = interrupts::run_owned(settings, interrupt.clone()).await;
@@ -637,8 +625,7 @@ async fn run_interrupt(
     out.operations = save_results(
         &state_fs,
         rt,
-        &identity,
-        started,
+        (record, started),
         &result,
         run.results,
         Some((type_name, run.tally)),
