@@ -20,15 +20,10 @@ use agent_core::state::status::{self, PackageStatus, Scope};
 use serde::Serialize;
 
 use crate::cli::{Format, Logs, Verbosity};
-use crate::output;
+use crate::output::{self, Failure};
 
 /// The most of one log `--format json` carries: its end.
 const JSON_CONTENT_BOUND: u64 = 1 << 20;
-
-enum Failure {
-    Usage(String),
-    Failed(String),
-}
 
 /// The answer, as `--format json` prints it.
 #[derive(Debug, Serialize)]
@@ -85,7 +80,7 @@ pub fn run(args: &Logs, verbosity: Verbosity) -> ExitCode {
     let json = args.format == Format::Json;
     let rt = match Runtime::from_env() {
         Ok(rt) => rt,
-        Err(e) => return fail(args.format, &Failure::Failed(e.to_string())),
+        Err(e) => return fail(args.format, &Failure::failed(e.to_string())),
     };
     crate::logging::init(&rt, verbosity);
     let fs = HostFs::new(&args.root);
@@ -103,7 +98,7 @@ pub fn run(args: &Logs, verbosity: Verbosity) -> ExitCode {
             };
             match shown {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(args.format, &Failure::Failed(e)),
+                Err(e) => fail(args.format, &Failure::failed(e)),
             }
         }
         Err(f) => fail(args.format, &f),
@@ -111,17 +106,13 @@ pub fn run(args: &Logs, verbosity: Verbosity) -> ExitCode {
 }
 
 fn fail(format: Format, f: &Failure) -> ExitCode {
-    let failure = match f {
-        Failure::Usage(m) => output::Failure::usage(m.clone()),
-        Failure::Failed(m) => output::Failure::failed(m.clone()),
-    };
-    output::fail(format, &["logs"], "agent logs failed", &failure)
+    output::fail(format, &["logs"], "agent logs failed", f)
 }
 
 /// Which logs to show.
 fn find(fs: &HostFs, rt: &Runtime, args: &Logs) -> Result<Report, Failure> {
     let located =
-        super::state::locate_one(fs, rt, args.state_dir.as_deref()).map_err(Failure::Usage)?;
+        super::state::locate_one(fs, rt, args.state_dir.as_deref()).map_err(Failure::usage)?;
     let rt = located.runtime(rt);
     let status = status::collect_scoped(
         fs,
@@ -134,16 +125,16 @@ fn find(fs: &HostFs, rt: &Runtime, args: &Logs) -> Result<Report, Failure> {
     let state = located.state_dir.display();
     let package = match (&args.package, status.packages.as_slice()) {
         (Some(name), found) => found.iter().find(|p| &p.name == name).ok_or_else(|| {
-            Failure::Failed(format!("no state of package {name:?} under {state}"))
+            Failure::failed(format!("no state of package {name:?} under {state}"))
         })?,
         (None, [only]) => only,
         (None, []) => {
-            return Err(Failure::Failed(format!(
+            return Err(Failure::failed(format!(
                 "no package state under {state}: nothing has run there"
             )));
         }
         (None, several) => {
-            return Err(Failure::Usage(format!(
+            return Err(Failure::usage(format!(
                 "several packages have state under {state} ({}); choose one with --package",
                 several
                     .iter()
@@ -189,11 +180,11 @@ fn version_of(package: &PackageStatus, asked: Option<&str>) -> Result<String, Fa
     }
     match package.versions.as_slice() {
         [only] => Ok(only.version.clone()),
-        [] => Err(Failure::Failed(format!(
+        [] => Err(Failure::failed(format!(
             "package {} has no version with state: nothing has run",
             package.name
         ))),
-        several => Err(Failure::Usage(format!(
+        several => Err(Failure::usage(format!(
             "package {} has several versions and no recorded run says which to show ({}); \
              choose one with --package-version",
             package.name,
@@ -218,14 +209,14 @@ fn one_log(
     n: usize,
 ) -> Result<Found, Failure> {
     let found = logs::logs_of(fs, log_dir, rel).map_err(|e| {
-        Failure::Failed(format!(
+        Failure::failed(format!(
             "listing the logs of {what} in {}: {}",
             log_dir.display(),
             Chain(&e)
         ))
     })?;
     let Some(log) = found.get(n - 1) else {
-        return Err(Failure::Failed(if found.is_empty() {
+        return Err(Failure::failed(if found.is_empty() {
             format!("no log of {what} in {}", log_dir.display())
         } else {
             format!(
@@ -257,7 +248,7 @@ fn one_run(
         .filter(|(v, _)| version.is_none_or(|want| want == *v))
         .collect();
     let Some((_, record)) = runs.get(n - 1) else {
-        return Err(Failure::Failed(if runs.is_empty() {
+        return Err(Failure::failed(if runs.is_empty() {
             format!(
                 "no recorded run of package {}{}",
                 package.name,
