@@ -36,7 +36,7 @@ use super::layout::{
     AGENT_EXE, BOOT_ID, CONFIGMAPS, LOWER, MERGED, OUT, PACKAGE, PRIVATE, host_mount_points,
 };
 use super::mounts::{self, MountEntry};
-use super::{SETUP_FAILED, wait};
+use super::{setup_failed, wait};
 
 /// What the stage runner found, one line each: `before ok N` / `before PROBLEM`, then
 /// `after ok N` / `after PROBLEM` (N: the mounts of host filesystems checked).
@@ -75,8 +75,8 @@ impl Verdict {
 }
 
 /// The stage runner: confine `agent MODE /root COPY_DIR`, run it, check before and after.
-/// Returns its exit code (the agent's, 128 + the signal that ended it, or [`SETUP_FAILED`]
-/// when the stage could not be confined: then nothing ran).
+/// Returns its exit code (the agent's, 128 + the signal that ended it, or
+/// [`super::SETUP_FAILED`] when the stage could not be confined: then nothing ran).
 pub(crate) fn run(mode: &str, copy_dir: &str, verdict_fd: i32) -> u8 {
     // SAFETY: the lifecycle passed this descriptor, open, to this process alone.
     let verdict = unsafe { OwnedFd::from_raw_fd(verdict_fd) };
@@ -85,13 +85,8 @@ pub(crate) fn run(mode: &str, copy_dir: &str, verdict_fd: i32) -> u8 {
     confine(mode, copy_dir, &mut verdict).unwrap_or_else(|e| cannot_confine(mode, &e))
 }
 
-/// Say why the `mode` stage could not be confined; [`SETUP_FAILED`].
 fn cannot_confine(mode: &str, e: &str) -> u8 {
-    let _ = writeln!(
-        std::io::stderr(),
-        "agent try: cannot confine the {mode} stage: {e}; nothing was run"
-    );
-    SETUP_FAILED
+    setup_failed(&format!("confine the {mode} stage"), e)
 }
 
 fn confine(mode: &str, copy_dir: &str, verdict: &mut File) -> Result<u8, String> {

@@ -136,6 +136,16 @@ pub(crate) enum Item {
 /// Exit code of the sandbox process when its setup failed (it printed why).
 pub(crate) const SETUP_FAILED: u8 = 3;
 
+/// Say on stderr that `agent try` cannot `what` (e.g. `create the sandbox`), and why;
+/// [`SETUP_FAILED`].
+pub(crate) fn setup_failed(what: &str, why: &str) -> u8 {
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("agent try: cannot {what}: {why}; nothing was run\n").as_bytes(),
+    );
+    SETUP_FAILED
+}
+
 /// The processes `agent try` starts of itself (see the crate's documentation), which are no
 /// part of the command line people use: `try --sandbox SPEC` and `try --stage MODE --copy-dir
 /// DIR --verdict-fd FD`. `None` for any other command line. `document` makes the report the

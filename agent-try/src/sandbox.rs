@@ -7,7 +7,6 @@
 //! real root.
 
 use std::fs;
-use std::io::Write as _;
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
 
@@ -21,7 +20,7 @@ use super::layout::{
 };
 use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc};
 use super::report::Report;
-use super::{SETUP_FAILED, Spec, lifecycle, wait};
+use super::{Spec, lifecycle, wait};
 
 /// The sandbox process: unshare the namespaces, then fork the PID namespace's init and wait
 /// for it. Returns the exit code for `agent try` (init's, or 128 + the signal that killed it).
@@ -66,11 +65,7 @@ pub(crate) fn enter(spec_file: &Path, document: fn(&Report) -> String) -> u8 {
 }
 
 fn setup_failed(msg: &str) -> u8 {
-    let _ = writeln!(
-        std::io::stderr(),
-        "agent try: cannot create the sandbox: {msg}; nothing was run"
-    );
-    SETUP_FAILED
+    super::setup_failed("create the sandbox", msg)
 }
 
 /// Whether the write end of the guard pipe is closed (the parent died).
