@@ -340,27 +340,24 @@ fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
             file.display()
         ))
     };
-    let not_regular = |meta: &std::fs::Metadata| {
-        Error::Usage(format!(
+    let regular = |meta: std::fs::Metadata| {
+        if meta.is_file() {
+            return Ok(());
+        }
+        Err(Error::Usage(format!(
             "--configmap {name}: {}: {}",
             file.display(),
             file_kind(meta.file_type())
-        ))
+        )))
     };
-    let meta = std::fs::metadata(file).map_err(failed)?;
-    if !meta.is_file() {
-        return Err(not_regular(&meta));
-    }
+    regular(std::fs::metadata(file).map_err(failed)?)?;
     // Non-blocking, in case it was replaced by a FIFO since.
     let mut src = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(file)
         .map_err(failed)?;
-    let meta = src.metadata().map_err(failed)?;
-    if !meta.is_file() {
-        return Err(not_regular(&meta));
-    }
+    regular(src.metadata().map_err(failed)?)?;
     let mut to = std::fs::File::create_new(dest)
         .map_err(|e| Error::Failed(format!("creating {}: {e}", dest.display())))?;
     std::io::copy(&mut src, &mut to).map_err(failed)?;

@@ -431,14 +431,14 @@ fn simulate(
     let rt = Runtime::from_lookup(lookup).map_err(|e| e.to_string())?;
     let rid = ResourceId::parse(&spec.resource_id).map_err(|e| e.to_string())?;
     let fs = HostFs::new(Path::new(MERGED));
-    let copy_dir = PathBuf::from(&spec.copy_dir);
+    let copy_dir = Path::new(&spec.copy_dir);
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("starting the async runtime: {e}"))?;
     tokio.block_on(async {
         let planned =
-            plan::plan_interrupt(&fs, &rt, &rid, &copy_dir, interrupt.as_ref(), env.to_vec())
+            plan::plan_interrupt(&fs, &rt, &rid, copy_dir, interrupt.as_ref(), env.to_vec())
                 .await
                 .map_err(|e| Chain(&e).to_string())?;
         if let Some(f) = &planned.failure {
@@ -464,7 +464,7 @@ fn simulate(
         let runner = Arc::new(Simulated(Mutex::new(queue)));
         // A dry run's settings (nothing printed, no timeouts), with a runner that answers.
         let settings = |runner: Arc<Simulated>| {
-            let mut settings = plan::dry_settings(&fs, &rt, &rid, &copy_dir, env.to_vec());
+            let mut settings = plan::dry_settings(&fs, &rt, &rid, copy_dir, env.to_vec());
             settings.exec.runner = runner;
             settings
         };
