@@ -41,6 +41,8 @@ pub const SOURCES: &[&str] = &[
     "agent-cli/src",
     "agent-core/Cargo.toml",
     "agent-core/src",
+    "agent-try/Cargo.toml",
+    "agent-try/src",
     "agent-macros/Cargo.toml",
     "agent-macros/src",
     "interrupts/Cargo.toml",

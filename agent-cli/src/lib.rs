@@ -13,8 +13,6 @@ mod output;
 mod request;
 mod signals;
 mod summary;
-#[cfg(feature = "try")]
-mod try_;
 mod version;
 
 pub use version::{GIT_SHA, version};
@@ -140,7 +138,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     }
     #[cfg(feature = "try")]
-    if let Some(code) = try_::internal(&args) {
+    if let Some(code) = commands::try_::internal(&args) {
         return code;
     }
     let (verbosity, rest) = match request::leading_verbosity(&args) {

@@ -249,17 +249,7 @@ pub struct Operation {
     pub index: usize,
 }
 
-/// Run a package's whole lifecycle in a throwaway copy-on-write sandbox of a host root, and
-/// report what it changed
-///
-/// The sandbox is an overlayfs view of LOWER (read-only lower layer, temporary upper layer)
-/// in new mount, PID, IPC and UTS namespaces (and a user namespace when not root), with a
-/// fresh /proc, a minimal /dev and a read-only /sys; the network is the host's unless
-/// --no-network. The package is staged as the operator stages it, then the stages run in
-/// order by the agent's own code: apply, apply-check, config, config-check, then for each
-/// --interrupt the interrupt (its commands are recorded, not run; a reboot is simulated with
-/// a new boot ID), post-interrupt and post-interrupt-check. LOWER is never written. Exit 0
-/// when every stage succeeded, 1 otherwise, 2 on malformed arguments. See docs/try.md.
+// `agent try`: its help is the doc comment of `Subcommand::Try` (cli/mod.rs).
 #[cfg(feature = "try")]
 #[derive(Debug, clap::Args)]
 pub struct Try {

@@ -8,6 +8,8 @@ pub mod plan;
 pub mod reset;
 pub mod state;
 pub mod status;
+#[cfg(feature = "try")]
+pub mod try_;
 pub mod validate;
 
 use std::ffi::OsString;
@@ -49,7 +51,7 @@ pub fn run(args: Vec<OsString>) -> ExitCode {
         Subcommand::Logs(args) => logs::run(&args, v),
         Subcommand::Reset(args) => reset::run(&args, v),
         #[cfg(feature = "try")]
-        Subcommand::Try(args) => crate::try_::run(&args, v),
+        Subcommand::Try(args) => try_::run(&args, v),
         Subcommand::Completions(args) => completions::completions(&args),
         Subcommand::Man(args) => completions::man(&args),
     }

@@ -72,7 +72,20 @@ struct MountAttr {
 
 const MOUNT_ATTR_RDONLY: u64 = 1;
 
-fn mount_setattr(target: &Path, flags: libc::c_uint, attr: &MountAttr) -> std::io::Result<()> {
+/// Make the mount at `target` read-only or writable; with `AT_RECURSIVE` in `flags`, every
+/// mount below it too (mount_setattr(2), Linux 5.12+).
+fn set_read_only(target: &Path, read_only: bool, flags: libc::c_uint) -> std::io::Result<()> {
+    let (attr_set, attr_clr) = if read_only {
+        (MOUNT_ATTR_RDONLY, 0)
+    } else {
+        (0, MOUNT_ATTR_RDONLY)
+    };
+    let attr = MountAttr {
+        attr_set,
+        attr_clr,
+        propagation: 0,
+        userns_fd: 0,
+    };
     let path = CString::new(target.as_os_str().as_encoded_bytes())
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     // SAFETY: `path` is a valid C string and `attr` a valid `struct mount_attr` of the size
@@ -83,7 +96,7 @@ fn mount_setattr(target: &Path, flags: libc::c_uint, attr: &MountAttr) -> std::i
             libc::AT_FDCWD,
             path.as_ptr(),
             flags,
-            std::ptr::from_ref(attr),
+            std::ptr::from_ref(&attr),
             std::mem::size_of::<MountAttr>(),
         )
     };
@@ -94,16 +107,9 @@ fn mount_setattr(target: &Path, flags: libc::c_uint, attr: &MountAttr) -> std::i
     }
 }
 
-/// Make the mount at `target` and every mount below it read-only (mount_setattr(2), Linux
-/// 5.12+).
+/// Make the mount at `target` and every mount below it read-only.
 pub(crate) fn read_only(target: &Path) -> Result<(), String> {
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    mount_setattr(target, libc::AT_RECURSIVE as libc::c_uint, &attr).map_err(|e| {
+    set_read_only(target, true, libc::AT_RECURSIVE as libc::c_uint).map_err(|e| {
         format!(
             "making {} read-only (mount_setattr, Linux 5.12+): {e}",
             target.display()
@@ -114,24 +120,12 @@ pub(crate) fn read_only(target: &Path) -> Result<(), String> {
 /// Try to make the mount at `target` writable. A mount that came into a less privileged mount
 /// namespace read-only is locked so (mount_namespaces(7)): the kernel answers `EPERM`.
 pub(crate) fn try_make_writable(target: &Path) -> std::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: 0,
-        attr_clr: MOUNT_ATTR_RDONLY,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    mount_setattr(target, 0, &attr)
+    set_read_only(target, false, 0)
 }
 
 /// Make the single mount at `target` read-only again (after a probe that should have failed).
 pub(crate) fn make_read_only_again(target: &Path) -> std::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    mount_setattr(target, 0, &attr)
+    set_read_only(target, true, 0)
 }
 
 /// A fresh procfs of the caller's PID namespace at `target`, with [`PROC_READ_ONLY`]

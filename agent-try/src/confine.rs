@@ -30,14 +30,13 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
-use super::SETUP_FAILED;
 use super::layout::{
     AGENT_EXE, BOOT_ID, CONFIGMAPS, LOWER, MERGED, OUT, PACKAGE, PRIVATE, host_mount_points,
 };
 use super::mounts::{self, MountEntry};
+use super::{setup_failed, wait};
 
 /// What the stage runner found, one line each: `before ok N` / `before PROBLEM`, then
 /// `after ok N` / `after PROBLEM` (N: the mounts of host filesystems checked).
@@ -76,23 +75,18 @@ impl Verdict {
 }
 
 /// The stage runner: confine `agent MODE /root COPY_DIR`, run it, check before and after.
-/// Returns its exit code (the agent's, 128 + the signal that ended it, or [`SETUP_FAILED`]
-/// when the stage could not be confined: then nothing ran).
+/// Returns its exit code (the agent's, 128 + the signal that ended it, or
+/// [`super::SETUP_FAILED`] when the stage could not be confined: then nothing ran).
 pub(crate) fn run(mode: &str, copy_dir: &str, verdict_fd: i32) -> u8 {
     // SAFETY: the lifecycle passed this descriptor, open, to this process alone.
     let verdict = unsafe { OwnedFd::from_raw_fd(verdict_fd) };
     let mut verdict = File::from(verdict);
     let _ = fcntl(&verdict, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
-    match confine(mode, copy_dir, &mut verdict) {
-        Ok(code) => code,
-        Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "agent try: cannot confine the {mode} stage: {e}; nothing was run"
-            );
-            u8::try_from(SETUP_FAILED).unwrap_or(1)
-        }
-    }
+    confine(mode, copy_dir, &mut verdict).unwrap_or_else(|e| cannot_confine(mode, &e))
+}
+
+fn cannot_confine(mode: &str, e: &str) -> u8 {
+    setup_failed(&format!("confine the {mode} stage"), e)
 }
 
 fn confine(mode: &str, copy_dir: &str, verdict: &mut File) -> Result<u8, String> {
@@ -139,11 +133,7 @@ fn confine(mode: &str, copy_dir: &str, verdict: &mut File) -> Result<u8, String>
                 Ok(never) => match never {},
                 Err(e) => e,
             };
-            let _ = writeln!(
-                std::io::stderr(),
-                "agent try: cannot confine the {mode} stage: {e}; nothing was run"
-            );
-            std::process::exit(SETUP_FAILED);
+            std::process::exit(cannot_confine(mode, &e).into());
         }
         Ok(ForkResult::Parent { child }) => {
             drop((ready_w, go_r));
@@ -226,7 +216,7 @@ fn supervise(
     let mut byte = [0u8; 1];
     if nix::unistd::read(ready, &mut byte) != Ok(1) {
         // It said why on stderr.
-        return Ok(wait(child));
+        return Ok(wait(child).unwrap_or(1));
     }
     map_ids(proc, child)?;
     let ns = openat(
@@ -240,7 +230,7 @@ fn supervise(
     let _ = verdict.write_all(Verdict::line("before", &before).as_bytes());
     before?;
     nix::unistd::write(go, b"g").map_err(|e| e.to_string())?;
-    let code = wait(child);
+    let code = wait(child).unwrap_or(1);
     let after = check(proc, &ns, host_devices);
     let _ = verdict.write_all(Verdict::line("after", &after).as_bytes());
     Ok(code)
@@ -259,13 +249,7 @@ fn map_ids(proc: &OwnedFd, child: Pid) -> Result<(), String> {
             })
             .collect();
         let target = format!("{child}/{file}");
-        let fd = openat(
-            proc,
-            target.as_str(),
-            OFlag::O_WRONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("opening /proc/{target}: {e}"))?;
+        let fd = open_at(proc, &target, OFlag::O_WRONLY)?;
         // One write(2): the kernel takes a map whole or not at all.
         nix::unistd::write(&fd, map.as_bytes())
             .map_err(|e| format!("writing /proc/{target} ({}): {e}", map.trim_end()))?;
@@ -276,9 +260,7 @@ fn map_ids(proc: &OwnedFd, child: Pid) -> Result<(), String> {
 /// The stage's user namespace is not the runner's.
 fn separate_user_namespace(proc: &OwnedFd, child: Pid) -> Result<(), String> {
     let inode = |rel: &str| -> Result<u64, String> {
-        let fd = openat(proc, rel, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-            .map_err(|e| format!("opening /proc/{rel}: {e}"))?;
-        File::from(fd)
+        open_at(proc, rel, OFlag::O_RDONLY)?
             .metadata()
             .map(|m| m.ino())
             .map_err(|e| format!("reading /proc/{rel}: {e}"))
@@ -309,7 +291,7 @@ fn check(proc: &OwnedFd, ns: &OwnedFd, host_devices: &BTreeSet<String>) -> Resul
             drop(w);
             let mut answer = String::new();
             let _ = File::from(r).read_to_string(&mut answer);
-            wait(child);
+            let _ = wait(child);
             match answer.strip_prefix("ok ").map(str::parse) {
                 Some(Ok(n)) => Ok(n),
                 _ if answer.is_empty() => Err("the mount check ended without an answer".into()),
@@ -355,28 +337,19 @@ fn inspect(proc: &OwnedFd, ns: &OwnedFd, host_devices: &BTreeSet<String>) -> Res
     }
 }
 
-fn read_at(dir: &OwnedFd, rel: &str) -> Result<String, String> {
-    let fd = openat(dir, rel, OFlag::O_RDONLY | OFlag::O_CLOEXEC, Mode::empty())
-        .map_err(|e| format!("opening /proc/{rel}: {e}"))?;
+/// `/proc/<rel>`, opened through `proc` (a procfs directory).
+fn open_at(proc: &OwnedFd, rel: &str, flags: OFlag) -> Result<File, String> {
+    openat(proc, rel, flags | OFlag::O_CLOEXEC, Mode::empty())
+        .map(File::from)
+        .map_err(|e| format!("opening /proc/{rel}: {e}"))
+}
+
+fn read_at(proc: &OwnedFd, rel: &str) -> Result<String, String> {
     let mut text = String::new();
-    File::from(fd)
+    open_at(proc, rel, OFlag::O_RDONLY)?
         .read_to_string(&mut text)
         .map_err(|e| format!("reading /proc/{rel}: {e}"))?;
     Ok(text)
-}
-
-/// Wait for `child`; its exit code, or 128 + the signal that ended it.
-fn wait(child: Pid) -> u8 {
-    loop {
-        match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => return u8::try_from(code).unwrap_or(1),
-            Ok(WaitStatus::Signaled(_, sig, _)) => {
-                return u8::try_from(128 + sig as i32).unwrap_or(1);
-            }
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => return 1,
-        }
-    }
 }
 
 #[cfg(test)]

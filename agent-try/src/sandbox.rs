@@ -7,25 +7,25 @@
 //! real root.
 
 use std::fs;
-use std::io::Write as _;
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::signal::Signal;
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork, pivot_root};
 
 use super::layout::{
     AGENT_EXE, CONFIGMAPS, DEVICES, HOST_DIRS, LOWER, MERGED, OUT, PACKAGE, UPPER, WORK,
 };
 use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc};
-use super::{SETUP_FAILED, Spec, lifecycle};
+use super::report::Report;
+use super::{Spec, lifecycle, wait};
 
 /// The sandbox process: unshare the namespaces, then fork the PID namespace's init and wait
 /// for it. Returns the exit code for `agent try` (init's, or 128 + the signal that killed it).
-pub(crate) fn enter(spec_file: &Path) -> u8 {
+/// `document` makes the report a JSON document.
+pub(crate) fn enter(spec_file: &Path, document: fn(&Report) -> String) -> u8 {
     let spec: Spec = match fs::read(spec_file)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
@@ -54,39 +54,18 @@ pub(crate) fn enter(spec_file: &Path) -> u8 {
                 std::process::exit(1);
             }
             drop(guard_r);
-            let code = match init(&spec) {
-                Ok(code) => code,
-                Err(e) => {
-                    setup_failed(&e);
-                    SETUP_FAILED
-                }
-            };
+            let code = init(&spec, document).unwrap_or_else(|e| setup_failed(&e).into());
             std::process::exit(code);
         }
         Ok(ForkResult::Parent { child }) => {
             drop(guard_r);
-            loop {
-                match waitpid(child, None) {
-                    Ok(WaitStatus::Exited(_, code)) => {
-                        return u8::try_from(code).unwrap_or(1);
-                    }
-                    Ok(WaitStatus::Signaled(_, sig, _)) => {
-                        return u8::try_from(128 + sig as i32).unwrap_or(1);
-                    }
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(e) => return setup_failed(&format!("waiting for the sandbox: {e}")),
-                }
-            }
+            wait(child).unwrap_or_else(|e| setup_failed(&format!("waiting for the sandbox: {e}")))
         }
     }
 }
 
 fn setup_failed(msg: &str) -> u8 {
-    let _ = writeln!(
-        std::io::stderr(),
-        "agent try: cannot create the sandbox: {msg}; nothing was run"
-    );
-    u8::try_from(SETUP_FAILED).unwrap_or(1)
+    super::setup_failed("create the sandbox", msg)
 }
 
 /// Whether the write end of the guard pipe is closed (the parent died).
@@ -134,7 +113,7 @@ fn unshare_all(spec: &Spec) -> Result<(), String> {
 
 /// The sandbox's init: mount everything, pivot into the sandbox's own root, run the
 /// lifecycle. Returns its exit code.
-fn init(spec: &Spec) -> Result<i32, String> {
+fn init(spec: &Spec, document: fn(&Report) -> String) -> Result<i32, String> {
     let _ = nix::unistd::sethostname("agent-try");
     make_private()?;
 
@@ -179,7 +158,7 @@ fn init(spec: &Spec) -> Result<i32, String> {
         .map_err(|e| format!("detaching the host's root from the sandbox: {e}"))?;
     let _ = fs::remove_dir("/.try/oldroot");
 
-    Ok(lifecycle::run(spec, &created))
+    Ok(lifecycle::run(spec, &created, document))
 }
 
 /// The overlay at MERGED: LOWER bound read-only as its lower layer, the upper layer on the

@@ -16,32 +16,33 @@ use std::time::Duration;
 use agent_core::state::results::OperationResult;
 use serde::Serialize;
 
-use super::Spec;
+use super::{LOG_DIR, STATE_DIR};
 
 /// A unified diff is shown for text files up to this size (both sides).
 const DIFF_LIMIT: u64 = 64 * 1024;
 
-/// The whole report; `--json` prints it as is (docs/try.md lists the fields).
+/// The whole report; `--format json` prints it as is, a JSON document (docs/try.md lists the
+/// fields).
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Report {
-    pub package: String,
-    pub version: String,
-    pub lower: String,
-    pub copy_dir: String,
-    pub resource_id: String,
+pub struct Report {
+    pub(crate) package: String,
+    pub(crate) version: String,
+    pub(crate) lower: String,
+    pub(crate) copy_dir: String,
+    pub(crate) resource_id: String,
     /// `host` or `none` (`--no-network`).
-    pub network: String,
+    pub(crate) network: String,
     /// `succeeded` or `failed`.
-    pub result: String,
-    pub error: Option<String>,
-    pub stages: Vec<StageReport>,
-    pub interrupts: Vec<InterruptReport>,
-    pub changes: Vec<Change>,
-    pub agent_state: AgentState,
+    pub(crate) result: String,
+    pub(crate) error: Option<String>,
+    pub(crate) stages: Vec<StageReport>,
+    pub(crate) interrupts: Vec<InterruptReport>,
+    pub(crate) changes: Vec<Change>,
+    pub(crate) agent_state: AgentState,
     /// The `--keep` directory.
-    pub kept: Option<String>,
+    pub(crate) kept: Option<String>,
     /// Whether "the lower root was not written" was measured (SPEC §1.6).
-    pub isolation: Isolation,
+    pub(crate) isolation: Isolation,
 }
 
 /// What the stage runners measured about the steps' reach (see `confine`).
@@ -155,6 +156,17 @@ pub(crate) struct InterruptOperation {
     pub reason: String,
 }
 
+impl InterruptOperation {
+    /// What a node would do: `would run: COMMAND`, `ACTION: COMMAND` or `ACTION`.
+    pub fn what(&self) -> String {
+        match (&self.command, self.action.as_str()) {
+            (Some(cmd), "run") => format!("would run: {cmd}"),
+            (Some(cmd), action) => format!("{action}: {cmd}"),
+            (None, action) => action.to_owned(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SimulatedReboot {
     pub boot_id_before: String,
@@ -193,21 +205,19 @@ pub(crate) struct AgentState {
     pub paths: Vec<String>,
 }
 
-/// What the walk leaves out of the changes.
-pub(crate) struct Exclusions {
+/// What the walk leaves out of the changes, besides the agent's state and log directories.
+pub(crate) struct Exclusions<'a> {
     /// Mount points the sandbox created in the upper layer.
-    pub created: Vec<String>,
-    /// The agent's state and log directories and COPY_DIR (host paths).
-    pub state_dir: String,
-    pub log_dir: String,
-    pub copy_dir: String,
+    pub created: &'a [String],
+    /// COPY_DIR (a host path).
+    pub copy_dir: &'a str,
 }
 
 /// Walk `upper` against `lower`.
 pub(crate) fn changes(
     lower: &Path,
     upper: &Path,
-    ex: &Exclusions,
+    ex: &Exclusions<'_>,
 ) -> std::io::Result<(Vec<Change>, AgentState)> {
     let mut out = Walk {
         lower,
@@ -218,39 +228,39 @@ pub(crate) fn changes(
     };
     out.dir("")?;
     // A directory added only to hold the agent's state (e.g. /var/lib/skyhook) is the agent's.
-    let kept: Vec<Change> = out
-        .changes
-        .iter()
-        .filter(|c| {
-            !(c.kind == "added"
-                && c.r#type == "dir"
-                && holds_agent_dir(c, ex)
-                && !out.changes.iter().any(|o| {
-                    o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o, ex)
-                }))
-        })
-        .cloned()
-        .collect();
+    let kept: Vec<Change> =
+        out.changes
+            .iter()
+            .filter(|c| {
+                !(c.kind == "added"
+                    && c.r#type == "dir"
+                    && holds_agent_dir(c)
+                    && !out.changes.iter().any(|o| {
+                        o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o)
+                    }))
+            })
+            .cloned()
+            .collect();
     Ok((kept, out.state))
 }
 
 /// Whether `c` is a directory on the way to the agent's state or log directory.
-fn holds_agent_dir(c: &Change, ex: &Exclusions) -> bool {
+fn holds_agent_dir(c: &Change) -> bool {
     let prefix = format!("{}/", c.path);
-    [&ex.state_dir, &ex.log_dir]
+    [STATE_DIR, LOG_DIR]
         .iter()
-        .any(|d| **d == c.path || d.starts_with(&prefix))
+        .any(|d| *d == c.path || d.starts_with(&prefix))
 }
 
 /// An added directory on the way to an agent directory.
-fn is_ancestor_dir(c: &Change, ex: &Exclusions) -> bool {
-    c.kind == "added" && c.r#type == "dir" && holds_agent_dir(c, ex)
+fn is_ancestor_dir(c: &Change) -> bool {
+    c.kind == "added" && c.r#type == "dir" && holds_agent_dir(c)
 }
 
 struct Walk<'a> {
     lower: &'a Path,
     upper: &'a Path,
-    ex: &'a Exclusions,
+    ex: &'a Exclusions<'a>,
     changes: Vec<Change>,
     state: AgentState,
 }
@@ -300,13 +310,13 @@ impl Walk<'_> {
     /// The agent's own file, or a path below one of its directories.
     fn agent_category(&self, host: &str) -> Option<&'static str> {
         let under = |dir: &str| host == dir || host.starts_with(&format!("{dir}/"));
-        if under(&self.ex.log_dir) {
+        if under(LOG_DIR) {
             return Some("logs");
         }
-        if under(&self.ex.copy_dir) {
+        if under(self.ex.copy_dir) {
             return Some("package");
         }
-        let rest = host.strip_prefix(&format!("{}/", self.ex.state_dir))?;
+        let rest = host.strip_prefix(&format!("{STATE_DIR}/"))?;
         Some(match rest.split('/').next().unwrap_or_default() {
             // flags/<pkg>/<ver>/... are step markers; flags/START and the like, stage flags.
             "flags" if rest.matches('/').count() >= 3 => "markers",
@@ -580,7 +590,7 @@ pub(crate) fn stage_line(s: &StageReport) -> String {
 }
 
 /// The text report.
-pub(crate) fn render(r: &Report, spec: &Spec) -> String {
+pub(crate) fn render(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -602,12 +612,12 @@ pub(crate) fn render(r: &Report, spec: &Spec) -> String {
     }
     for i in &r.interrupts {
         for op in &i.operations {
-            let what = match (&op.command, op.action.as_str()) {
-                (Some(cmd), "run") => format!("would run: {cmd}"),
-                (Some(cmd), a) => format!("{a}: {cmd} ({})", op.reason),
-                (None, a) => format!("{a} ({})", op.reason),
-            };
-            let _ = writeln!(s, "  interrupt {}: {what}", op.operation);
+            let what = op.what();
+            if op.command.is_some() && op.action == "run" {
+                let _ = writeln!(s, "  interrupt {}: {what}", op.operation);
+            } else {
+                let _ = writeln!(s, "  interrupt {}: {what} ({})", op.operation, op.reason);
+            }
         }
         if let Some(rb) = &i.simulated_reboot {
             let _ = writeln!(
@@ -657,9 +667,7 @@ pub(crate) fn render(r: &Report, spec: &Spec) -> String {
         .collect();
     let _ = writeln!(
         s,
-        "agent's own files (under {} and {}): {total} ({})",
-        spec.state_dir,
-        spec.log_dir,
+        "agent's own files (under {STATE_DIR} and {LOG_DIR}): {total} ({})",
         parts.join(", ")
     );
     if let Some(k) = &r.kept {

@@ -2,22 +2,27 @@
 //! a host root, and what it changed there (docs/try.md).
 //!
 //! Three processes:
-//! - `agent try` (this module's [`run`]) checks the input, starts the sandbox, waits for it
-//!   (any stop signal discards it at once) and prints the report;
-//! - the sandbox process ([`sandbox::enter`]), started as `agent try --sandbox SPEC` in a new
+//! - `agent try` ([`run`]) checks the input, starts the sandbox, waits for it (any stop signal
+//!   discards it at once) and gives back the report;
+//! - the sandbox process (`sandbox::enter`), started as `agent try --sandbox SPEC` in a new
 //!   session, unshares the namespaces and forks
 //! - the sandbox's init (PID 1 of its PID namespace), which mounts the overlay, `/proc`, `/dev`
-//!   and `/sys`, pivots into a small root of its own ([`layout`]) and runs the lifecycle
-//!   ([`lifecycle`]);
-//! - for each stage, the stage runner ([`confine`], `agent try --stage MODE`), which runs the
+//!   and `/sys`, pivots into a small root of its own (`layout`) and runs the lifecycle
+//!   (`lifecycle`);
+//! - for each stage, the stage runner (`confine`, `agent try --stage MODE`), which runs the
 //!   agent's own operator form, `agent MODE /root COPY_DIR`, with the sandbox's overlay at
 //!   `/root`, in namespaces of the stage's own where the steps reach nothing of the machine
 //!   but read-only, locked mounts, and checks that before and after the stage.
 //!
 //! The lower layer is only ever a read-only overlayfs lower layer; the upper layer lives on a
 //! tmpfs of the sandbox's mount namespace and is gone with it (`--keep DIR` copies it out).
-//! Modules depend one way: `mod` → `sandbox` → `lifecycle` → `confine`, `report`; all of them
-//! on `layout` and `mounts`.
+//! Modules depend one way: the crate's root → `sandbox` → `lifecycle` → `confine`, `report`;
+//! all of them on `layout` and `mounts`.
+//!
+//! The command line is agent-cli's: it parses `agent try` and gives [`run`] the values
+//! ([`Options`]), prints what comes back ([`Outcome`], [`Error`]) in its output contract, and
+//! hands the processes `agent try` starts of itself to [`internal`], with the function that
+//! makes a [`Report`] one of its JSON documents.
 
 mod confine;
 mod layout;
@@ -38,14 +43,61 @@ use std::time::Duration;
 use agent_core::Interrupt;
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::Mode;
+use nix::sys::wait::{WaitStatus, waitpid};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{Format, Try, Verbosity};
-use crate::output::{self, Failure};
+pub use report::Report;
 
 /// The operator's names inside the sandbox (SPEC §13), for the skyhook `try`.
-const STATE_DIR: &str = "/var/lib/skyhook/try";
-const LOG_DIR: &str = "/var/log/skyhook/try";
+pub(crate) const STATE_DIR: &str = "/var/lib/skyhook/try";
+pub(crate) const LOG_DIR: &str = "/var/log/skyhook/try";
+
+/// What `agent try` is asked to do: the values of its command line.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// The package directory (config.json, skyhook_dir/, configmaps/, root_dir/).
+    pub package_dir: &'a Path,
+    /// The host root to use as the read-only lower layer (`--root`).
+    pub root: &'a Path,
+    /// Comma-separated stages to run before the interrupts (`--stages`).
+    pub stages: &'a str,
+    /// Interrupt payloads as JSON (`--interrupt`).
+    pub interrupts: &'a [String],
+    /// `NAME=FILE` configMap keys (`--configmap`).
+    pub configmaps: &'a [String],
+    /// `K=V` variables for the stages (`--env`).
+    pub env: &'a [String],
+    /// Where to keep the upper layer, the stage outputs and the report (`--keep`).
+    pub keep: Option<&'a Path>,
+    /// The host's network; a new, empty network namespace without it (`--no-network`).
+    pub network: bool,
+    /// The stages' `SKYHOOK_AGENT_LOG`, over an `--env SKYHOOK_AGENT_LOG` (`-q`/`-v`).
+    pub log_filter: Option<&'a str>,
+    /// The report as the JSON document, not as text.
+    pub json: bool,
+}
+
+/// Why `agent try` did not run the lifecycle (SPEC §1.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// Malformed arguments (exit 2).
+    Usage(String),
+    /// The operation failed (exit 1).
+    Failed(String),
+}
+
+/// How a run of `agent try` that got its sandbox started ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The lifecycle ran to its end: the report in the form asked for, and whether every
+    /// stage succeeded.
+    Report { report: String, succeeded: bool },
+    /// The sandbox could not be set up (it said why on stderr); nothing was run.
+    NotSetUp,
+    /// The sandbox ended (or was stopped) before the report: why, and the stages that had
+    /// finished, as lines for stderr (empty when none had).
+    Unfinished { message: String, progress: String },
+}
 
 /// What the sandbox needs, written by `agent try` and read by the sandbox process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,8 +118,6 @@ pub(crate) struct Spec {
     pub resource_id: String,
     /// COPY_DIR inside the sandbox.
     pub copy_dir: String,
-    pub state_dir: String,
-    pub log_dir: String,
     pub plan: Vec<Item>,
     /// Environment of the stages on top of the inherited one.
     pub env: Vec<(String, String)>,
@@ -84,15 +134,28 @@ pub(crate) enum Item {
 }
 
 /// Exit code of the sandbox process when its setup failed (it printed why).
-pub(crate) const SETUP_FAILED: i32 = 3;
+pub(crate) const SETUP_FAILED: u8 = 3;
 
-/// The processes `agent try` starts of itself (see the module's documentation), which are no
+/// Say on stderr that `agent try` cannot `what` (e.g. `create the sandbox`), and why;
+/// [`SETUP_FAILED`].
+pub(crate) fn setup_failed(what: &str, why: &str) -> u8 {
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("agent try: cannot {what}: {why}; nothing was run\n").as_bytes(),
+    );
+    SETUP_FAILED
+}
+
+/// The processes `agent try` starts of itself (see the crate's documentation), which are no
 /// part of the command line people use: `try --sandbox SPEC` and `try --stage MODE --copy-dir
-/// DIR --verdict-fd FD`. `None` for any other command line.
-pub fn internal(args: &[OsString]) -> Option<ExitCode> {
+/// DIR --verdict-fd FD`. `None` for any other command line. `document` makes the report the
+/// JSON document `--format json` prints.
+pub fn internal(args: &[OsString], document: fn(&Report) -> String) -> Option<ExitCode> {
     let args: Vec<&str> = args.iter().map(|a| a.to_str()).collect::<Option<_>>()?;
     match args.as_slice() {
-        ["try", "--sandbox", spec] => Some(ExitCode::from(sandbox::enter(Path::new(spec)))),
+        ["try", "--sandbox", spec] => {
+            Some(ExitCode::from(sandbox::enter(Path::new(spec), document)))
+        }
         [
             "try",
             "--stage",
@@ -109,50 +172,49 @@ pub fn internal(args: &[OsString]) -> Option<ExitCode> {
     }
 }
 
-pub fn run(args: &Try, verbosity: Verbosity) -> ExitCode {
-    let format = args.format();
-    let fail = |f: Failure| output::fail(format, &["try"], "agent try", &f);
+/// `agent try`: check the input, run the lifecycle in the sandbox, and give back its report.
+pub fn run(options: &Options<'_>) -> Result<Outcome, Error> {
     // Before anything is created: a stop signal from here on removes what was.
-    let stopped = match StopFlag::install() {
-        Ok(s) => s,
-        Err(msg) => return fail(Failure::failed(msg)),
-    };
-    let (spec, _scratch) = match prepare(args, verbosity) {
-        Ok(p) => p,
-        Err(f) => return fail(f),
-    };
-    match supervise(&spec, &stopped) {
-        Ok(ended) => finish(format, &spec, &ended),
-        Err(msg) => fail(Failure::failed(msg)),
-    }
+    let stopped = StopFlag::install().map_err(Error::Failed)?;
+    let (spec, _scratch) = prepare(options)?;
+    let ended = supervise(&spec, &stopped).map_err(Error::Failed)?;
+    Ok(finish(options.json, &spec, &ended))
 }
 
 /// Check every argument and stage the scratch directory. Nothing is started before this passes.
-fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure> {
-    let package_dir = args.package_dir.as_path();
-    let package_dir = std::fs::canonicalize(package_dir).map_err(|e| {
-        Failure::failed(format!("package directory {}: {e}", package_dir.display()))
+fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
+    let package_dir = std::fs::canonicalize(args.package_dir).map_err(|e| {
+        Error::Failed(format!(
+            "package directory {}: {e}",
+            args.package_dir.display()
+        ))
     })?;
     let config_path = package_dir.join("config.json");
-    let (config, _warnings) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir"))
-        .map_err(|e| {
-        Failure::failed(format!(
+    let (
+        PackageConfig {
+            package_name: pkg,
+            package_version: ver,
+            ..
+        },
+        _warnings,
+    ) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir")).map_err(|e| {
+        Error::Failed(format!(
             "loading {}: {}",
             config_path.display(),
             agent_core::host::errors::Chain(&e)
         ))
     })?;
-    let lower = std::fs::canonicalize(&args.root)
-        .map_err(|e| Failure::failed(format!("lower root {}: {e}", args.root.display())))?;
+    let lower = std::fs::canonicalize(args.root)
+        .map_err(|e| Error::Failed(format!("lower root {}: {e}", args.root.display())))?;
     if !lower.is_dir() {
-        return Err(Failure::failed(format!(
+        return Err(Error::Failed(format!(
             "lower root {} is not a directory",
             lower.display()
         )));
     }
     // overlayfs takes the layers as a comma- and colon-separated option string.
     if lower.to_string_lossy().contains([',', ':', '\\']) {
-        return Err(Failure::failed(format!(
+        return Err(Error::Failed(format!(
             "lower root {}: overlayfs cannot take a path containing ',', ':' or '\\'",
             lower.display()
         )));
@@ -166,7 +228,7 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
         .filter(|s| !s.is_empty())
     {
         mode.parse::<Mode>().map_err(|_| {
-            Failure::usage(format!(
+            Error::Usage(format!(
                 "--stages: unknown stage {mode:?} (one of apply, apply-check, config, \
                  config-check, upgrade, upgrade-check, uninstall, uninstall-check, \
                  post-interrupt, post-interrupt-check)"
@@ -176,13 +238,14 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
             mode: mode.to_owned(),
         });
     }
-    for payload in &args.interrupts {
-        let decoded = <dyn Interrupt>::from_json_bytes(payload.as_bytes())
-            .map_err(|e| Failure::usage(format!("--interrupt {payload}: {e}")))?;
+    for payload in args.interrupts {
+        let usage = |e: &dyn std::fmt::Display| Error::Usage(format!("--interrupt {payload}: {e}"));
+        let decoded =
+            <dyn Interrupt>::from_json_bytes(payload.as_bytes()).map_err(|e| usage(&e))?;
         decoded
             .interrupt
             .validate_payload()
-            .map_err(|e| Failure::usage(format!("--interrupt {payload}: {e}")))?;
+            .map_err(|e| usage(&e))?;
         plan.push(Item::Interrupt {
             payload: decoded.interrupt.to_json(),
         });
@@ -193,20 +256,20 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
         }
     }
     if plan.is_empty() {
-        return Err(Failure::usage("--stages: no stage to run"));
+        return Err(Error::Usage("--stages: no stage to run".into()));
     }
 
     let mut env = Vec::new();
-    for kv in &args.env {
+    for kv in args.env {
         match kv.split_once('=') {
             Some((k, v)) if !k.is_empty() && !k.contains('\0') && !v.contains('\0') => {
                 env.push((k.to_owned(), v.to_owned()));
             }
-            _ => return Err(Failure::usage(format!("--env {kv:?}: expected K=V"))),
+            _ => return Err(Error::Usage(format!("--env {kv:?}: expected K=V"))),
         }
     }
     // `-q`/`-v` set the level of the stages' diagnostics, over an `--env SKYHOOK_AGENT_LOG`.
-    if let Some(filter) = verbosity.filter() {
+    if let Some(filter) = args.log_filter {
         env.retain(|(k, _)| k != "SKYHOOK_AGENT_LOG");
         env.push(("SKYHOOK_AGENT_LOG".to_owned(), filter.to_owned()));
     }
@@ -216,16 +279,16 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
     let cm_dir = scratch_path.join("configmaps");
     std::fs::create_dir(&cm_dir)
         .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
-        .map_err(|e| Failure::failed(format!("creating {}: {e}", cm_dir.display())))?;
+        .map_err(|e| Error::Failed(format!("creating {}: {e}", cm_dir.display())))?;
     let mut configmaps = Vec::new();
-    for nf in &args.configmaps {
+    for nf in args.configmaps {
         let Some((name, file)) = nf.split_once('=') else {
-            return Err(Failure::usage(format!(
+            return Err(Error::Usage(format!(
                 "--configmap {nf:?}: expected NAME=FILE"
             )));
         };
         if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-            return Err(Failure::usage(format!(
+            return Err(Error::Usage(format!(
                 "--configmap {nf:?}: NAME must be a single path component"
             )));
         }
@@ -233,17 +296,15 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
         configmaps.push(name.to_owned());
     }
 
-    let (out, keep) = if let Some(dir) = &args.keep {
+    let (out, keep) = if let Some(dir) = args.keep {
         (keep_dir(dir, &lower)?, true)
     } else {
         let dir = scratch_path.join("out");
         std::fs::create_dir(&dir)
-            .map_err(|e| Failure::failed(format!("creating {}: {e}", dir.display())))?;
+            .map_err(|e| Error::Failed(format!("creating {}: {e}", dir.display())))?;
         (dir, false)
     };
 
-    let pkg = config.package_name.clone();
-    let ver = config.package_version.clone();
     let spec = Spec {
         lower,
         package_dir,
@@ -251,11 +312,9 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
         out,
         keep,
         user_namespace: !nix::unistd::geteuid().is_root(),
-        network: !args.no_network,
+        network: args.network,
         resource_id: format!("try-uid-1_{pkg}_{ver}"),
         copy_dir: format!("{STATE_DIR}/{pkg}-{ver}-try-1"),
-        state_dir: STATE_DIR.to_owned(),
-        log_dir: LOG_DIR.to_owned(),
         package: pkg,
         version: ver,
         plan,
@@ -267,43 +326,40 @@ fn prepare(args: &Try, verbosity: Verbosity) -> Result<(Spec, Scratch), Failure>
         &file,
         serde_json::to_vec(&spec).expect("the spec serializes"),
     )
-    .map_err(|e| Failure::failed(format!("writing {}: {e}", file.display())))?;
+    .map_err(|e| Error::Failed(format!("writing {}: {e}", file.display())))?;
     Ok((spec, scratch))
 }
 
 /// Copy the `--configmap` file `file` to `dest`. Anything but a regular file (after links) is
 /// a usage error, refused before it is opened (SPEC §5): a FIFO would block the read forever.
-fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Failure> {
+fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let failed = |e: std::io::Error| {
-        Failure::failed(format!(
+        Error::Failed(format!(
             "--configmap {name}: reading {}: {e}",
             file.display()
         ))
     };
-    let not_regular = |meta: &std::fs::Metadata| {
-        Failure::usage(format!(
+    let regular = |meta: std::fs::Metadata| {
+        if meta.is_file() {
+            return Ok(());
+        }
+        Err(Error::Usage(format!(
             "--configmap {name}: {}: {}",
             file.display(),
             file_kind(meta.file_type())
-        ))
+        )))
     };
-    let meta = std::fs::metadata(file).map_err(failed)?;
-    if !meta.is_file() {
-        return Err(not_regular(&meta));
-    }
+    regular(std::fs::metadata(file).map_err(failed)?)?;
     // Non-blocking, in case it was replaced by a FIFO since.
     let mut src = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(file)
         .map_err(failed)?;
-    let meta = src.metadata().map_err(failed)?;
-    if !meta.is_file() {
-        return Err(not_regular(&meta));
-    }
+    regular(src.metadata().map_err(failed)?)?;
     let mut to = std::fs::File::create_new(dest)
-        .map_err(|e| Failure::failed(format!("creating {}: {e}", dest.display())))?;
+        .map_err(|e| Error::Failed(format!("creating {}: {e}", dest.display())))?;
     std::io::copy(&mut src, &mut to).map_err(failed)?;
     Ok(())
 }
@@ -332,16 +388,16 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// through a bind mount of LOWER, or of a directory in it, is inside. Each path is located in
 /// its filesystem (the mount's device and root, mountinfo); LOWER `/` takes every other path as
 /// outside (the keep directory is then one that LOWER holds, on purpose).
-fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Failure> {
-    let failed = |e: String| Failure::failed(format!("--keep {}: {e}", dir.display()));
+fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
+    let failed = |e: String| Error::Failed(format!("--keep {}: {e}", dir.display()));
     let refuse = || {
-        Failure::failed(format!(
+        Error::Failed(format!(
             "--keep {}: inside the lower root {}, which is never written",
             dir.display(),
             lower.display()
         ))
     };
-    let inside_lower = |p: &Path| -> Result<bool, Failure> {
+    let inside_lower = |p: &Path| -> Result<bool, Error> {
         if lower == Path::new("/") {
             return Ok(false);
         }
@@ -389,10 +445,10 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Failure> {
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Result<Self, Failure> {
+    fn new() -> Result<Self, Error> {
         let template = std::env::temp_dir().join("agent-try-XXXXXX");
         nix::unistd::mkdtemp(&template).map(Self).map_err(|e| {
-            Failure::failed(format!(
+            Error::Failed(format!(
                 "creating a scratch directory {}: {e}",
                 template.display()
             ))
@@ -480,15 +536,10 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
             .try_wait()
             .map_err(|e| format!("waiting for the sandbox: {e}"))?
         {
-            use std::os::unix::process::ExitStatusExt as _;
             if let Some(sig) = stopped.received() {
                 return Ok(Ended::Stopped(sig));
             }
-            return Ok(Ended::Exited(
-                status
-                    .code()
-                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-            ));
+            return Ok(Ended::Exited(exit_code(status)));
         }
         if let Some(sig) = stopped.received() {
             let _ = child.kill();
@@ -499,13 +550,13 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
     }
 }
 
-fn finish(format: Format, spec: &Spec, ended: &Ended) -> ExitCode {
+fn finish(json: bool, spec: &Spec, ended: &Ended) -> Outcome {
     // The sandbox rendered the report in both forms; it exists only if the lifecycle ran to
     // its end.
-    let report = std::fs::read(spec.out.join(match format {
-        Format::Json => "report.json",
-        Format::Text => "report.txt",
-    }))
+    let report = std::fs::read(
+        spec.out
+            .join(if json { "report.json" } else { "report.txt" }),
+    )
     .ok();
     let keep_note = if spec.keep {
         format!("; kept in {}", spec.out.display())
@@ -514,22 +565,14 @@ fn finish(format: Format, spec: &Spec, ended: &Ended) -> ExitCode {
     };
     let message = match (ended, report) {
         (Ended::Exited(code), Some(report)) => {
-            output::print(&String::from_utf8_lossy(&report));
-            return if *code == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
+            return Outcome::Report {
+                report: String::from_utf8_lossy(&report).into_owned(),
+                succeeded: *code == 0,
             };
         }
-        (Ended::Exited(code), None) if *code == SETUP_FAILED => {
-            // The sandbox said what was missing, on stderr.
-            if format == Format::Json {
-                output::print(&output::error_document(
-                    "the sandbox could not be set up (stderr says why); nothing was run",
-                    1,
-                ));
-            }
-            return ExitCode::from(1);
+        // The sandbox said what was missing, on stderr.
+        (Ended::Exited(code), None) if *code == i32::from(SETUP_FAILED) => {
+            return Outcome::NotSetUp;
         }
         (Ended::Exited(code), None) => format!(
             "the sandbox ended before the lifecycle finished ({}); {}{keep_note}",
@@ -546,9 +589,10 @@ fn finish(format: Format, spec: &Spec, ended: &Ended) -> ExitCode {
             )
         }
     };
-    let code = output::fail(format, &["try"], "agent try", &Failure::failed(message));
-    output::eprint(&progress(spec));
-    code
+    Outcome::Unfinished {
+        message,
+        progress: progress(spec),
+    }
 }
 
 /// What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
@@ -582,4 +626,26 @@ fn progress(spec: &Spec) -> String {
         s.insert_str(0, "stages that finished:\n");
     }
     s
+}
+
+/// A child's exit code, or 128 + the signal that ended it.
+pub(crate) fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// Wait for the forked `child`: its exit code, or 128 + the signal that ended it.
+pub(crate) fn wait(child: nix::unistd::Pid) -> nix::Result<u8> {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(u8::try_from(code).unwrap_or(1)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => {
+                return Ok(u8::try_from(128 + sig as i32).unwrap_or(1));
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
 }

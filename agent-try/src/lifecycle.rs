@@ -11,9 +11,9 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use agent_core::exec::{self, ExecError, MemorySink, Outcome, Output, ProcessSpec, Termination};
+use agent_core::exec::{self, ExecError, Outcome, ProcessSpec, Termination};
 use agent_core::host::boot::read_boot_id;
 use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
@@ -21,8 +21,7 @@ use agent_core::host::identity::ResourceId;
 use agent_core::host::preflight;
 use agent_core::host::runtime::Runtime;
 use agent_core::interrupt::plan;
-use agent_core::interrupt::runner::{self, InterruptOutcome, InterruptSettings};
-use agent_core::plugin::contract::REBOOT_WAIT;
+use agent_core::interrupt::runner::{self, InterruptOutcome};
 use agent_core::state::results::ResultsRecord;
 use agent_core::{CompletionPolicy, Interrupt};
 
@@ -30,10 +29,11 @@ use super::confine::Verdict;
 use super::layout::{BOOT_ID, CONFIGMAPS, LOWER, MERGED, OUT, PACKAGE, UPPER};
 use super::mounts;
 use super::report::{self, InterruptOperation, InterruptReport, Isolation, Report, StageReport};
-use super::{Item, Spec};
+use super::{Item, LOG_DIR, STATE_DIR, Spec, exit_code};
 
-/// Run the lifecycle and write `OUT/report.json`. Returns the sandbox's exit code.
-pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
+/// Run the lifecycle and write the report, `OUT/report.txt` and `OUT/report.json` (made a JSON
+/// document by `document`). Returns the sandbox's exit code.
+pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> String) -> i32 {
     let mut report = Report {
         package: spec.package.clone(),
         version: spec.version.clone(),
@@ -88,10 +88,8 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
         Path::new(LOWER),
         Path::new(UPPER),
         &report::Exclusions {
-            created: created.to_vec(),
-            state_dir: spec.state_dir.clone(),
-            log_dir: spec.log_dir.clone(),
-            copy_dir: spec.copy_dir.clone(),
+            created,
+            copy_dir: &spec.copy_dir,
         },
     ) {
         Ok((changes, state)) => {
@@ -111,12 +109,9 @@ pub(crate) fn run(spec: &Spec, created: &[String]) -> i32 {
         }
     }
     // Both forms, rendered here: `agent try` only prints one of them.
-    let json = crate::output::document(&report);
-    let written = fs::write(
-        Path::new(OUT).join("report.txt"),
-        report::render(&report, spec),
-    )
-    .and_then(|()| fs::write(Path::new(OUT).join("report.json"), json));
+    let json = document(&report);
+    let written = fs::write(Path::new(OUT).join("report.txt"), report::render(&report))
+        .and_then(|()| fs::write(Path::new(OUT).join("report.json"), json));
     if let Err(e) = written {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
@@ -192,8 +187,8 @@ fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
         ),
         ("HOME", "/root"),
         ("SKYHOOK_RESOURCE_ID", spec.resource_id.as_str()),
-        ("SKYHOOK_ROOT_DIR", spec.state_dir.as_str()),
-        ("SKYHOOK_LOG_DIR", spec.log_dir.as_str()),
+        ("SKYHOOK_ROOT_DIR", STATE_DIR),
+        ("SKYHOOK_LOG_DIR", LOG_DIR),
         ("COPY_RESOLV", "false"),
         ("SKYHOOK_NODE_ORDER", "0"),
     ] {
@@ -248,7 +243,7 @@ fn run_stage(
     let (path, name) = output_file(index, mode);
     let started = Instant::now();
     let record = agent_core::state::results::path(
-        &Path::new(MERGED).join(spec.state_dir.trim_start_matches('/')),
+        &Path::new(MERGED).join(STATE_DIR.trim_start_matches('/')),
         &spec.package,
         &spec.version,
         mode,
@@ -316,7 +311,7 @@ fn run_confined(
     log: &Path,
 ) -> std::io::Result<(i32, Verdict)> {
     use std::os::fd::AsRawFd as _;
-    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+    use std::os::unix::process::CommandExt as _;
     let mut log = File::create(log)?;
     let (output_r, output_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let (verdict_r, verdict_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
@@ -356,10 +351,7 @@ fn run_confined(
     let _ = std::io::Read::read_to_string(&mut File::from(verdict_r), &mut text);
     let status = child.wait()?;
     copied?;
-    let code = status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-    Ok((code, Verdict::parse(&text)))
+    Ok((exit_code(status), Verdict::parse(&text)))
 }
 
 /// The last `lines` lines of a file.
@@ -401,12 +393,7 @@ fn run_interrupt(
     stage.steps_skipped = interrupt.operations.len() - stage.steps_ran;
     let mut log = String::new();
     for op in &interrupt.operations {
-        let what = match (&op.command, op.action.as_str()) {
-            (Some(cmd), "run") => format!("would run: {cmd}"),
-            (Some(cmd), action) => format!("{action}: {cmd}"),
-            (None, action) => action.to_owned(),
-        };
-        let _ = writeln!(log, "{}: {what} ({})", op.operation, op.reason);
+        let _ = writeln!(log, "{}: {} ({})", op.operation, op.what(), op.reason);
     }
     match result {
         Ok(()) => {
@@ -444,14 +431,14 @@ fn simulate(
     let rt = Runtime::from_lookup(lookup).map_err(|e| e.to_string())?;
     let rid = ResourceId::parse(&spec.resource_id).map_err(|e| e.to_string())?;
     let fs = HostFs::new(Path::new(MERGED));
-    let copy_dir = PathBuf::from(&spec.copy_dir);
+    let copy_dir = Path::new(&spec.copy_dir);
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("starting the async runtime: {e}"))?;
     tokio.block_on(async {
         let planned =
-            plan::plan_interrupt(&fs, &rt, &rid, &copy_dir, interrupt.as_ref(), env.to_vec())
+            plan::plan_interrupt(&fs, &rt, &rid, copy_dir, interrupt.as_ref(), env.to_vec())
                 .await
                 .map_err(|e| Chain(&e).to_string())?;
         if let Some(f) = &planned.failure {
@@ -475,28 +462,11 @@ fn simulate(
             });
         }
         let runner = Arc::new(Simulated(Mutex::new(queue)));
-        let settings = |runner: Arc<Simulated>| InterruptSettings {
-            fs: fs.clone(),
-            exec: exec::Config {
-                output: Output::new(
-                    Arc::new(MemorySink::default()),
-                    Arc::new(MemorySink::default()),
-                ),
-                cancel: exec::Cancellation::new(),
-                stop_grace: Duration::ZERO,
-                timeout: None,
-                runner,
-            },
-            resource_id: rid.id.clone(),
-            markers_dir: agent_core::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id),
-            log_dir: rt
-                .write_logs
-                .then(|| rt.package_log_dir(&rid.package, &rid.version)),
-            copy_dir: copy_dir.clone(),
-            base_env: env.to_vec(),
-            reboot_max_attempts: rt.reboot_max_attempts,
-            reboot_wait: REBOOT_WAIT,
-            heartbeat: Duration::ZERO,
+        // A dry run's settings (nothing printed, no timeouts), with a runner that answers.
+        let settings = |runner: Arc<Simulated>| {
+            let mut settings = plan::dry_settings(&fs, &rt, &rid, copy_dir, env.to_vec());
+            settings.exec.runner = runner;
+            settings
         };
         let run = runner::run(settings(runner.clone()), interrupt.as_ref()).await;
         match run.result.map_err(|e| Chain(&e).to_string())? {
