@@ -22,7 +22,7 @@ use crate::host::phases::{self, Phase};
 use crate::host::runtime::Runtime;
 use crate::package::config::PackageConfig;
 use crate::package::step::{Mode, Step};
-use crate::stage::decide::{Decision, StepPaths, arguments, decide_step};
+use crate::stage::decide::{Decision, StepPaths, arguments, decide};
 use crate::stage::plan::PlannedAction;
 use crate::state::flags::{self as state_flags, CheckResult};
 use crate::state::history::{self, UNKNOWN_VERSION};
@@ -272,10 +272,12 @@ pub(crate) async fn walk(
             return Err(StageError::Stopped);
         }
         let markers = StepMarkers::new(&flags_dir, step);
-        let decision = phases::time(Phase::Decide, || {
-            decide_step(fs, mode, step, &markers, rt.always_run_step)
+        // SPEC §8.2: check stages run every step without reading markers.
+        let completed = phases::time(Phase::Decide, || {
+            Ok(!mode.is_check() && markers.completed(fs)?)
         })
         .map_err(step_err("checking the markers", step))?;
+        let decision = decide(mode, step, completed, rt.always_run_step);
         let at = At {
             mode,
             step,
