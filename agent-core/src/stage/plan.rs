@@ -377,12 +377,9 @@ impl Effects for Recorder<'_> {
     // The run's log of a failed check: a plan reports it itself.
     fn check_failed(&self, _step: &Step, _error: &StageError) {}
 
-    fn previous_version(
-        &mut self,
-        fs: &HostFs,
-        file: &Path,
-    ) -> Result<Option<String>, StateFailure> {
-        let history = history::inspect(fs, file).map_err(state_err("reading the history file"))?;
+    fn previous_version(&mut self, file: &Path) -> Result<Option<String>, StateFailure> {
+        let history =
+            history::inspect(self.stage.fs, file).map_err(state_err("reading the history file"))?;
         if let Some(problem) = &history.problem {
             self.plan.notes.push(format!(
                 "{}: {problem}; the previous version would be {}",

@@ -162,14 +162,17 @@ pub(crate) enum Listed {
     Closing(Option<&'static str>),
 }
 
+/// SPEC §8.1: a stage with no steps.
+const NO_STEPS: &str = "stage has no configured steps; treating it as a no-op";
+
 /// `<MODE>_ALL_CHECKED`: removed when a check stage starts, written when it ends.
 const ALL_CHECKED: Listed =
     Listed::Closing(Some("removed if stale, written if every check passes"));
 
 /// The effects of a stage as [`walk`] asks for them: a run performs them on the host
 /// ([`Host`]); a plan records them (`stage::plan`). A provided method is what the side with
-/// nothing of its own to do does: the run's log, history and failures; the plan's steps,
-/// which never run, never stop and take no lock.
+/// nothing of its own to do does: the run's log and failures; the plan's steps, which never
+/// run, never stop and take no lock.
 pub(crate) trait Effects {
     /// SPEC §10: a stop was requested; nothing more starts.
     fn stopping(&self) -> bool {
@@ -186,14 +189,8 @@ pub(crate) trait Effects {
     fn note(&mut self, mode: Mode, note: &str) {
         warn!(mode = %mode, "{note}");
     }
-    /// SPEC §8.9: the current version in the history file `file` (a corrupt one moved aside).
-    fn previous_version(
-        &mut self,
-        fs: &HostFs,
-        file: &Path,
-    ) -> Result<Option<String>, StateFailure> {
-        history::current_version(fs, file).map_err(state_err("reading history"))
-    }
+    /// SPEC §8.9: the current version in the history file `file`.
+    fn previous_version(&mut self, file: &Path) -> Result<Option<String>, StateFailure>;
     /// A step is decided (SPEC §8.2); whether the walk gets to it at all.
     fn decided(&mut self, at: &At<'_>) -> Result<bool, StateFailure> {
         let (path, decision) = (&at.step.path, at.decision);
@@ -259,10 +256,7 @@ pub(crate) async fn walk(
     let versions = begin(s, e)?;
     let steps = s.config.steps(mode);
     if steps.is_empty() {
-        e.note(
-            mode,
-            "stage has no configured steps; treating it as a no-op",
-        );
+        e.note(mode, NO_STEPS);
         return finish_checks(s, e, &[]).await;
     }
     let flags_dir = rt.package_flags_dir(&s.config.package_name, &s.config.package_version);
@@ -361,37 +355,34 @@ pub(crate) async fn walk(
 fn begin(s: &Stage<'_>, e: &mut impl Effects) -> Result<Option<[String; 2]>, StageError> {
     let (rt, config, mode) = (s.rt, s.config, s.mode);
     let flags = rt.flags_dir();
-    e.change(
-        [state_flags::start_path(&flags).as_path()],
-        Listed::Here(None),
-        |fs| {
-            state_flags::write_start(fs, &flags).map_err(state_err("writing START"))?;
-            // SPEC §5: temp files of writes a killed run left behind are cleaned once they are
-            // old enough that no live writer can own them (best effort), in every directory
-            // this stage writes state into. Results are cleaned by their writer, interrupt
-            // markers by theirs.
-            let package_flags = rt.package_flags_dir(&config.package_name, &config.package_version);
-            let history = rt.history_file(&config.package_name);
-            let mut dirs = BTreeSet::from([
-                flags.clone(),
-                package_flags.clone(),
-                history.parent().map(Path::to_path_buf).unwrap_or_default(),
-            ]);
-            if !mode.is_check() {
-                // Steps in subdirectories, and the `/` of standard base64, nest legacy markers.
-                for step in config.steps(mode) {
-                    let markers = StepMarkers::new(&package_flags, step);
-                    if let Some(parent) = markers.legacy.as_deref().and_then(Path::parent) {
-                        dirs.insert(parent.to_path_buf());
-                    }
+    let start = state_flags::start_path(&flags);
+    e.change([start.as_path()], Listed::Here(None), |fs| {
+        state_flags::write_start(fs, &flags).map_err(state_err("writing START"))?;
+        // SPEC §5: temp files of writes a killed run left behind are cleaned once they are
+        // old enough that no live writer can own them (best effort), in every directory
+        // this stage writes state into. Results are cleaned by their writer, interrupt
+        // markers by theirs.
+        let package_flags = rt.package_flags_dir(&config.package_name, &config.package_version);
+        let history = rt.history_file(&config.package_name);
+        let mut dirs = BTreeSet::from([
+            flags.clone(),
+            package_flags.clone(),
+            history.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ]);
+        if !mode.is_check() {
+            // Steps in subdirectories, and the `/` of standard base64, nest legacy markers.
+            for step in config.steps(mode) {
+                let markers = StepMarkers::new(&package_flags, step);
+                if let Some(parent) = markers.legacy.as_deref().and_then(Path::parent) {
+                    dirs.insert(parent.to_path_buf());
                 }
             }
-            for dir in &dirs {
-                fs.clean_stale_temps(dir);
-            }
-            Ok(())
-        },
-    )?;
+        }
+        for dir in &dirs {
+            fs.clean_stale_temps(dir);
+        }
+        Ok(())
+    })?;
     if mode.is_check() {
         remove_all_checked(e, &flags, mode, "removing stale")?;
     }
@@ -399,7 +390,7 @@ fn begin(s: &Stage<'_>, e: &mut impl Effects) -> Result<Option<[String; 2]>, Sta
         return Ok(None);
     }
     let previous = e
-        .previous_version(s.fs, &rt.history_file(&config.package_name))?
+        .previous_version(&rt.history_file(&config.package_name))?
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| UNKNOWN_VERSION.to_owned());
     Ok(Some([previous, config.package_version.clone()]))
@@ -520,6 +511,11 @@ impl Effects for Host<'_> {
         perform: impl FnOnce(&HostFs) -> StateResult,
     ) -> StateResult {
         perform(self.cx.fs)
+    }
+
+    /// A corrupt history file is moved aside.
+    fn previous_version(&mut self, file: &Path) -> Result<Option<String>, StateFailure> {
+        history::current_version(self.cx.fs, file).map_err(state_err("reading history"))
     }
 
     fn step(&mut self, at: &At<'_>, action: PlannedAction, _: &str) -> StateResult {
