@@ -25,10 +25,9 @@ use crate::plugin::contract::{
     Command, CompletionPolicy, Interrupt, InterruptError, Operations, REBOOT_WAIT,
 };
 use crate::stage::plan::{
-    PlanError, PlannedAction, PlannedWrite, WriteKind, display, resolv_failure,
+    PlanError, PlannedAction, PlannedWrite, WriteKind, display, resolv_failure, results_write,
 };
 use crate::state::interrupt_markers::{self, OperationMarkers};
-use crate::state::results;
 
 /// What a dry run of one operation found (`agent plan interrupt`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -370,16 +369,7 @@ pub async fn plan_interrupt(
         WriteKind::Lock,
         None,
     ));
-    writes.push(PlannedWrite::new(
-        display(&results::path(
-            &rt.state_dir,
-            &rid.package,
-            &rid.version,
-            "interrupt",
-        )),
-        WriteKind::State,
-        None,
-    ));
+    writes.push(results_write(rt, &rid.package, &rid.version, "interrupt"));
 
     Ok(InterruptPlan {
         type_name: interrupt.type_name().to_owned(),

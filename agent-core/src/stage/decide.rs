@@ -4,9 +4,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use crate::host::fs::{HostFs, HostFsError};
 use crate::package::step::{Mode, Step};
-use crate::state::markers::StepMarkers;
 
 /// Why a step runs or is skipped (SPEC §8.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,25 +51,6 @@ pub fn decide(mode: Mode, step: &Step, completed: bool, always_run: bool) -> Dec
     } else {
         Decision::SkipCompleted
     }
-}
-
-/// SPEC §8.2 for one step: check stages run every step without reading markers; other stages
-/// read the step's markers and apply [`decide`].
-///
-/// # Errors
-/// Something other than a regular file is at a marker path.
-pub(crate) fn decide_step(
-    fs: &HostFs,
-    mode: Mode,
-    step: &Step,
-    markers: &StepMarkers,
-    always_run: bool,
-) -> Result<Decision, HostFsError> {
-    if mode.is_check() {
-        return Ok(Decision::CheckStage);
-    }
-    let completed = markers.completed(fs)?;
-    Ok(decide(mode, step, completed, always_run))
 }
 
 /// A step's arguments as it receives them (SPEC §8.5, §8.9).

@@ -2,15 +2,18 @@
 //! and nothing written; and the vocabulary of plans ([`PlannedAction`], [`PlannedWrite`])
 //! shared with the interrupt plan (`interrupt::plan`).
 //!
-//! A stage plan walks the steps as the run does and asks the run's own decisions
-//! ([`decide`]): which steps run (`decide_step`, over the run's markers), with what
-//! arguments ([`decide::arguments`]) and environment ([`StepPaths::env_overrides`]). Reading
-//! state never repairs it: a corrupt history file is reported, not moved aside.
+//! A stage plan is the run itself: the run's walk (`stage::run`), with its decisions
+//! ([`decide`]), over a `Recorder` of its effects: each step as the run would take it, each
+//! state change it would make. Nothing runs, nothing is written, and reading state never
+//! repairs it: a corrupt history file is reported, not moved aside. What the run's caller
+//! does around the stage (pre-flight: resolv.conf, the package data and the `root_dir`
+//! overlay; the package lock; the results record) is listed here.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
+use std::task::{Context, Poll, Waker};
 
 use serde::Serialize;
 
@@ -19,10 +22,10 @@ use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};
 use crate::package::step::{Mode, Step};
-use crate::stage::decide::{self, Arguments, StepPaths, decide_step, join_under};
-use crate::state::history;
-use crate::state::markers::StepMarkers;
+use crate::stage::decide::{self, StepPaths, join_under};
+use crate::stage::run::{At, Effects, Listed, Stage, StageError, StateResult, step_err, walk};
 use crate::state::results;
+use crate::state::{history, locks};
 
 /// Why no plan could be made (the run itself would fail the same way, exit 1).
 #[derive(Debug, thiserror::Error)]
@@ -35,9 +38,9 @@ pub enum PlanError {
     },
     #[error("preparing the package data")]
     PackageData(#[source] PreflightError),
-    /// Host state could not be read or written.
+    /// Host state could not be read.
     #[error(transparent)]
-    State(#[from] StateFailure),
+    State(#[from] StageError),
 }
 
 /// The plan of one stage run.
@@ -228,94 +231,67 @@ pub fn plan_stage(
         }
     }
 
-    let flags = rt.flags_dir();
     let flags_dir = rt.package_flags_dir(&config.package_name, &config.package_version);
-    writes.push(PlannedWrite::new(
-        display(&flags.join("START")),
-        WriteKind::State,
-        None,
-    ));
-    writes.push(PlannedWrite::new(
-        display(&crate::state::locks::package_lock_path(
-            &rt.state_dir,
-            &config.package_name,
-        )),
-        WriteKind::Lock,
-        None,
-    ));
-
-    let versions = if mode.is_upgrade() {
-        Some(upgrade_versions(fs, rt, &config, &mut notes, &mut writes)?)
-    } else {
-        None
-    };
-
-    let steps = config.steps(mode);
-    if steps.is_empty() {
-        notes.push("stage has no configured steps; treating it as a no-op".to_owned());
-    }
-    let mut walk = StepWalk {
-        fs,
-        rt,
-        mode,
-        copy_dir,
-        env,
-        source: &source,
-        config: &config,
-        flags_dir: &flags_dir,
-        versions: versions.as_ref(),
-        stopped: None,
-        failed_checks: Vec::new(),
-        failure: &mut failure,
-        writes: &mut writes,
-    };
-    let mut planned = Vec::with_capacity(steps.len());
-    for step in steps {
-        planned.push(walk.step(step)?);
-    }
-    let failed_checks = walk.failed_checks;
-    if !failed_checks.is_empty() {
-        failure.get_or_insert(format!(
-            "checks would fail before running: {}",
-            failed_checks.join(", ")
-        ));
-    }
-
-    if mode.is_check() {
-        check_writes(
-            rt,
-            mode,
-            &config,
-            &flags_dir,
-            !steps.is_empty(),
-            &mut writes,
-        );
-    }
-    writes.push(PlannedWrite::new(
-        display(&results::path(
-            &rt.state_dir,
-            &config.package_name,
-            &config.package_version,
-            mode.as_str(),
-        )),
-        WriteKind::State,
-        None,
-    ));
-
-    Ok(StagePlan {
+    let start = writes.len();
+    let plan = StagePlan {
         mode: mode.to_string(),
         package: config.package_name.clone(),
         version: config.package_version.clone(),
         copy_dir: display(copy_dir),
         config: display(&config_path),
         flags_dir: display(&flags_dir),
-        versions,
+        versions: None,
         notes,
         warnings,
-        steps: planned,
+        steps: Vec::with_capacity(config.steps(mode).len()),
         writes,
         failure,
-    })
+    };
+    // The stage itself: the run's walk, its effects recorded.
+    let config = &config;
+    let stage = Stage {
+        fs,
+        rt,
+        env,
+        config,
+        mode,
+    };
+    let mut rec = Recorder {
+        stage: &stage,
+        copy_dir,
+        source: &source,
+        flags_dir: &flags_dir,
+        plan,
+        closing: Vec::new(),
+        log: None,
+        stopped: None,
+    };
+    at_once(walk(&stage, &mut rec, &mut Vec::new()))?;
+    let mut plan = rec.plan;
+    // The package lock is taken before the stage starts; a plan lists it after START.
+    let lock = locks::package_lock_path(&rt.state_dir, &config.package_name);
+    let lock = PlannedWrite::new(display(&lock), WriteKind::Lock, None);
+    plan.writes.insert(start + 1, lock);
+    plan.writes.extend(rec.closing);
+    let (package, version) = (&config.package_name, &config.package_version);
+    plan.writes
+        .push(results_write(rt, package, version, mode.as_str()));
+    Ok(plan)
+}
+
+/// The results record `STATE/results/<package>/<version>/<name>.json` a run writes.
+pub(crate) fn results_write(rt: &Runtime, pkg: &str, ver: &str, name: &str) -> PlannedWrite {
+    let path = results::path(&rt.state_dir, pkg, ver, name);
+    PlannedWrite::new(display(&path), WriteKind::State, None)
+}
+
+/// Run `walk` to its end at once: nothing a [`Recorder`] is asked for waits.
+fn at_once<T>(walk: impl Future<Output = T>) -> T {
+    let mut walk = std::pin::pin!(walk);
+    match walk.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(done) => done,
+        Poll::Pending => unreachable!("a plan's walk never waits"),
+    }
 }
 
 /// SPEC §6.4: an existing package directory is used as is, else SKYHOOK_DATA_DIR is copied.
@@ -356,186 +332,143 @@ fn package_source(
     }
 }
 
-/// `[previous, current]` of an upgrade stage, from the history file (read, never repaired).
-fn upgrade_versions(
-    fs: &HostFs,
-    rt: &Runtime,
-    config: &PackageConfig,
-    notes: &mut Vec<String>,
-    writes: &mut Vec<PlannedWrite>,
-) -> Result<[String; 2], PlanError> {
-    let file = rt.history_file(&config.package_name);
-    let history = history::inspect(fs, &file).map_err(state_err("reading the history file"))?;
-    if let Some(problem) = &history.problem {
-        notes.push(format!(
-            "{}: {problem}; the previous version would be {}",
-            file.display(),
-            history::UNKNOWN_VERSION
-        ));
-        if history.corrupt {
-            writes.push(PlannedWrite::new(
-                format!("{}.backup", file.display()),
-                WriteKind::State,
-                Some("corrupt history moved aside"),
-            ));
-        }
-    }
-    Ok([history.previous_version(), config.package_version.clone()])
-}
-
-/// The writes that end a check stage (SPEC §8.8, §8.9).
-fn check_writes(
-    rt: &Runtime,
-    mode: Mode,
-    config: &PackageConfig,
-    flags_dir: &Path,
-    has_steps: bool,
-    writes: &mut Vec<PlannedWrite>,
-) {
-    let flags = rt.flags_dir();
-    writes.push(PlannedWrite::new(
-        display(&flags.join(format!("{mode}_ALL_CHECKED"))),
-        WriteKind::State,
-        Some("removed if stale, written if every check passes"),
-    ));
-    if has_steps {
-        writes.push(PlannedWrite::new(
-            display(&flags.join("check_results")),
-            WriteKind::State,
-            None,
-        ));
-    }
-    if matches!(
-        mode,
-        Mode::ApplyCheck | Mode::UpgradeCheck | Mode::UninstallCheck
-    ) {
-        writes.push(PlannedWrite::new(
-            display(&rt.history_file(&config.package_name)),
-            WriteKind::State,
-            Some("if every check passes"),
-        ));
-    }
-    if mode == Mode::UninstallCheck {
-        writes.push(PlannedWrite::new(
-            display(flags_dir),
-            WriteKind::State,
-            Some("every step marker removed if every check passes"),
-        ));
-    }
-}
-
-/// The walk over a stage's steps: what each would do, given the steps before it.
-struct StepWalk<'a> {
-    fs: &'a HostFs,
-    rt: &'a Runtime,
-    mode: Mode,
+/// The effects of a stage's walk, recorded into a [`StagePlan`]: the steps as the run would
+/// take them, the state it would write. Nothing runs, nothing is written, and reading state
+/// never repairs it.
+struct Recorder<'a> {
+    stage: &'a Stage<'a>,
+    /// COPY_DIR, host-absolute.
     copy_dir: &'a Path,
-    env: &'a [(OsString, OsString)],
+    /// Where the package is read from.
     source: &'a Path,
-    config: &'a PackageConfig,
     flags_dir: &'a Path,
-    versions: Option<&'a [String; 2]>,
+    plan: StagePlan,
+    /// The writes that close a check stage, each once.
+    closing: Vec<PlannedWrite>,
+    /// The log of the step that runs, listed after its markers.
+    log: Option<PlannedWrite>,
     /// Why the steps from here on are not reached (a non-check step failed before them).
     stopped: Option<String>,
-    /// Checks that would fail without running.
-    failed_checks: Vec<String>,
-    failure: &'a mut Option<String>,
-    writes: &'a mut Vec<PlannedWrite>,
 }
 
-impl StepWalk<'_> {
-    fn step(&mut self, step: &Step) -> Result<PlannedStep, PlanError> {
-        let (fs, rt, mode) = (self.fs, self.rt, self.mode);
-        let markers = StepMarkers::new(self.flags_dir, step);
-        let decision = decide_step(fs, mode, step, &markers, rt.always_run_step).map_err(
-            state_err(format!("checking the markers of step {:?}", step.path)),
-        )?;
-        let markers_present = markers
-            .present(fs)
-            .map_err(state_err(format!(
-                "checking the markers of step {:?}",
-                step.path
-            )))?
+impl Effects for Recorder<'_> {
+    fn change<'p>(
+        &mut self,
+        paths: impl IntoIterator<Item = &'p Path>,
+        listed: Listed,
+        _perform: impl FnOnce(&HostFs) -> StateResult,
+    ) -> StateResult {
+        let (writes, condition, once) = match listed {
+            Listed::Here(condition) => (&mut self.plan.writes, condition, false),
+            Listed::Closing(condition) => (&mut self.closing, condition, true),
+        };
+        for path in paths.into_iter().map(display) {
+            if !(once && writes.iter().any(|w| w.path == path)) {
+                writes.push(PlannedWrite::new(path, WriteKind::State, condition));
+            }
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, _mode: Mode, note: &str) {
+        self.plan.notes.push(note.to_owned());
+    }
+
+    // The run's log of a failed check: a plan reports it itself.
+    fn check_failed(&self, _step: &Step, _error: &StageError) {}
+
+    fn previous_version(&mut self, file: &Path) -> Result<Option<String>, StateFailure> {
+        let history =
+            history::inspect(self.stage.fs, file).map_err(state_err("reading the history file"))?;
+        if let Some(problem) = &history.problem {
+            self.plan.notes.push(format!(
+                "{}: {problem}; the previous version would be {}",
+                file.display(),
+                history::UNKNOWN_VERSION
+            ));
+            if history.corrupt {
+                self.plan.writes.push(PlannedWrite::new(
+                    format!("{}.backup", file.display()),
+                    WriteKind::State,
+                    Some("corrupt history moved aside"),
+                ));
+            }
+        }
+        let previous = history.previous_version();
+        let current = self.stage.config.package_version.clone();
+        self.plan.versions = Some([previous.clone(), current]);
+        Ok(Some(previous))
+    }
+
+    // The run's log of its decisions: a plan reports them itself, and goes on past a failure.
+    fn decided(&mut self, at: &At<'_>) -> Result<bool, StateFailure> {
+        let Some(why) = self.stopped.clone() else {
+            return Ok(true);
+        };
+        self.step(at, PlannedAction::NotReached, &why)?;
+        Ok(false)
+    }
+
+    fn step(&mut self, at: &At<'_>, action: PlannedAction, reason: &str) -> StateResult {
+        let (s, step) = (self.stage, at.step);
+        let markers_present = at
+            .markers
+            .present(s.fs)
+            .map_err(step_err("checking the markers", step))?
             .into_iter()
             .map(|marker| display(marker.strip_prefix(self.flags_dir).unwrap_or(marker)))
             .collect();
-
         // SPEC §8.5: `env:NAME` arguments; upgrade steps get `[previous, current]`.
-        let Arguments {
-            values: arguments,
-            missing,
-        } = decide::arguments(step, self.env, self.versions);
-        let upgrade_args = self.versions.filter(|_| step.upgrade_step);
-        let step_env: BTreeMap<String, String> = StepPaths::new(fs.root(), self.copy_dir, step)
-            .env_overrides(step, self.versions)
+        let env = StepPaths::new(s.fs.root(), self.copy_dir, step)
+            .env_overrides(step, at.versions)
             .into_iter()
             .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
             .collect();
-
-        let (action, reason) = if let Some(why) = &self.stopped {
-            (PlannedAction::NotReached, why.clone())
-        } else if !decision.runs() {
-            (PlannedAction::Skip, decision.reason().to_owned())
-        } else if !missing.is_empty() {
-            let why = format!(
-                "expected environment variables do not exist: {}",
-                missing.join(", ")
-            );
-            if mode.is_check() {
-                self.failed_checks.push(step.path.clone());
-            } else {
-                self.stopped = Some(format!("the run stops at {} first", step.path));
-                self.failure
-                    .get_or_insert(format!("running step {:?}: {why}", step.path));
-            }
-            (PlannedAction::Fail, why)
-        } else {
-            (PlannedAction::Run, decision.reason().to_owned())
-        };
-        let mut step_notes = Vec::new();
-        if action == PlannedAction::Run {
-            let file = self.source.join("skyhook_dir").join(&step.path);
-            if let Some(bits) = missing_exec_bits(&file) {
-                step_notes.push(format!(
-                    "the step file's mode {bits:o} would get the execute bits (u+x,g+x,o+x)"
-                ));
-            }
-        }
-        if action == PlannedAction::Run && !mode.is_check() {
-            for marker in markers
-                .legacy
-                .iter()
-                .chain(std::iter::once(&markers.native))
-            {
-                self.writes.push(PlannedWrite::new(
-                    display(marker),
-                    WriteKind::State,
-                    Some("if the step succeeds"),
-                ));
-            }
-        }
-        if action == PlannedAction::Run && rt.write_logs {
-            let config = self.config;
-            let log_dir = rt.package_log_dir(&config.package_name, &config.package_version);
-            self.writes.push(PlannedWrite::new(
-                format!("{}-<timestamp>.log", display(&log_dir.join(&step.path))),
-                WriteKind::Log,
-                None,
+        let runs = action == PlannedAction::Run;
+        let file = self.source.join("skyhook_dir").join(&step.path);
+        let mut notes = Vec::new();
+        if let Some(bits) = runs.then(|| missing_exec_bits(&file)).flatten() {
+            notes.push(format!(
+                "the step file's mode {bits:o} would get the execute bits (u+x,g+x,o+x)"
             ));
         }
-        Ok(PlannedStep {
+        if runs && s.rt.write_logs {
+            let (package, version) = (&s.config.package_name, &s.config.package_version);
+            let log_dir = s.rt.package_log_dir(package, version);
+            let log = format!("{}-<timestamp>.log", display(&log_dir.join(&step.path)));
+            self.log = Some(PlannedWrite::new(log, WriteKind::Log, None));
+        }
+        self.plan.steps.push(PlannedStep {
             name: step.name.clone(),
             path: step.path.clone(),
             action,
-            reason,
-            header: (action == PlannedAction::Run).then(|| step.header(mode, upgrade_args)),
-            arguments,
-            env: step_env,
+            reason: reason.to_owned(),
+            header: runs.then(|| at.header()),
+            arguments: decide::arguments(step, s.env, at.versions).values,
+            env,
             markers_present,
-            notes: step_notes,
+            notes,
             on_host: step.on_host,
             idempotence_disabled: step.idempotence_disabled,
-        })
+        });
+        Ok(())
+    }
+
+    fn settled(&mut self, _step: &Step) -> StateResult {
+        self.plan.writes.extend(self.log.take());
+        Ok(())
+    }
+
+    fn failed(&mut self, error: StageError) -> Result<(), StageError> {
+        self.plan.failure.get_or_insert_with(|| match error {
+            StageError::ChecksFailed { paths, .. } => {
+                format!("checks would fail before running: {}", paths.join(", "))
+            }
+            error => error.to_string(),
+        });
+        let last = self.plan.steps.last();
+        self.stopped = last.map(|step| format!("the run stops at {} first", step.path));
+        Ok(())
     }
 }
 
