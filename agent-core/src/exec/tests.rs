@@ -511,9 +511,10 @@ fn a_step_that_traps_sigterm_and_exits_zero_is_judged_normally() {
 #[test]
 fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
     // The deadline is noticed late, as after the agent was paused: block the runtime
-    // thread past both the exit and the deadline, then let the loop see both at once.
-    let (cfg, ..) = config(Some(Duration::from_millis(300)));
-    let spec = sh("exit 0");
+    // thread past both the exit and the deadline, then let the loop see both at once. The
+    // process outlives the first poll by a margin a loaded machine does not eat up.
+    let (cfg, ..) = config(Some(Duration::from_millis(1500)));
+    let spec = sh("sleep 1; exit 0");
     let o = rt()
         .block_on(async {
             let run = cfg.run(&spec, None);
@@ -523,7 +524,7 @@ fn a_process_that_exited_before_a_late_deadline_is_judged_by_its_exit_status() {
                 _ = &mut run => unreachable!("the child cannot be reaped this early"),
                 () = std::future::ready(()) => {}
             }
-            std::thread::sleep(Duration::from_millis(600));
+            std::thread::sleep(Duration::from_millis(2500));
             run.await
         })
         .unwrap();
