@@ -421,6 +421,8 @@ fn json_diagnostics_of_an_interrupt_operation() {
     assert_eq!(ops.len(), 2, "{run:?}");
     assert_eq!(ops[1]["command"], "systemctl restart kubelet");
     assert_eq!(ops[1]["result"], "exit code 0");
+    assert_eq!(ops[1]["exit_code"], 0);
+    assert!(ops[1].get("signal").is_none(), "{:?}", ops[1]);
     assert_eq!(ops[1]["decision"], "succeeded");
     assert!(ops[1]["duration_ms"].is_u64());
 }

@@ -53,12 +53,11 @@ pub(crate) async fn supervise(
     super::with_heartbeat(exec.run(spec, log), heartbeat, beat).await
 }
 
-/// The operation's result line, `<noun> finished`: how it ended, what it used, and whether it
-/// `succeeded` (judged by its caller). A step's line also carries `exit_code` or `signal`.
+/// The operation's result line, `<noun> finished`: how it ended (`result`, and `exit_code`
+/// or `signal`), what it used, and whether it `succeeded` (judged by its caller).
 pub(crate) fn finished(subject: Subject<'_>, outcome: &Outcome, succeeded: bool) {
     let noun = subject.noun();
     let (mode, path, operation, command) = fields(subject);
-    let step = matches!(subject, Subject::Step { .. });
     let usage = &outcome.usage;
     info!(
         mode,
@@ -66,8 +65,8 @@ pub(crate) fn finished(subject: Subject<'_>, outcome: &Outcome, succeeded: bool)
         operation,
         command,
         result = %outcome.termination,
-        exit_code = outcome.termination.exit_code().filter(|_| step),
-        signal = outcome.termination.signal().filter(|_| step),
+        exit_code = outcome.termination.exit_code(),
+        signal = outcome.termination.signal(),
         duration_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
         cpu_user_ms = usage.user_cpu_us / 1000,
         cpu_system_ms = usage.system_cpu_us / 1000,
