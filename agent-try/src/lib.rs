@@ -1,7 +1,7 @@
 //! `agent try PACKAGE_DIR`: a package's whole lifecycle in a throwaway copy-on-write sandbox of
 //! a host root, and what it changed there (docs/try.md).
 //!
-//! Three processes:
+//! Four processes:
 //! - `agent try` ([`run`]) checks the input, starts the sandbox, waits for it (any stop signal
 //!   discards it at once) and gives back the report;
 //! - the sandbox process (`sandbox::enter`), started as `agent try --sandbox SPEC` in a new
@@ -146,6 +146,14 @@ pub(crate) fn setup_failed(what: &str, why: &str) -> u8 {
     SETUP_FAILED
 }
 
+/// The words of the command lines `agent try` starts itself with ([`internal`] reads them):
+/// `try --sandbox SPEC` and `try --stage MODE --copy-dir DIR --verdict-fd FD`.
+pub(crate) const TRY: &str = "try";
+pub(crate) const SANDBOX: &str = "--sandbox";
+pub(crate) const STAGE: &str = "--stage";
+pub(crate) const COPY_DIR: &str = "--copy-dir";
+pub(crate) const VERDICT_FD: &str = "--verdict-fd";
+
 /// The processes `agent try` starts of itself (see the crate's documentation), which are no
 /// part of the command line people use: `try --sandbox SPEC` and `try --stage MODE --copy-dir
 /// DIR --verdict-fd FD`. `None` for any other command line. `document` makes the report the
@@ -153,18 +161,8 @@ pub(crate) fn setup_failed(what: &str, why: &str) -> u8 {
 pub fn internal(args: &[OsString], document: fn(&Report) -> String) -> Option<ExitCode> {
     let args: Vec<&str> = args.iter().map(|a| a.to_str()).collect::<Option<_>>()?;
     match args.as_slice() {
-        ["try", "--sandbox", spec] => {
-            Some(ExitCode::from(sandbox::enter(Path::new(spec), document)))
-        }
-        [
-            "try",
-            "--stage",
-            mode,
-            "--copy-dir",
-            copy_dir,
-            "--verdict-fd",
-            fd,
-        ] => {
+        [TRY, SANDBOX, spec] => Some(ExitCode::from(sandbox::enter(Path::new(spec), document))),
+        [TRY, STAGE, mode, COPY_DIR, copy_dir, VERDICT_FD, fd] => {
             let fd = fd.parse().ok()?;
             Some(ExitCode::from(confine::run(mode, copy_dir, fd)))
         }
@@ -511,11 +509,7 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
         return Ok(Ended::Stopped(sig));
     }
     let mut cmd = std::process::Command::new("/proc/self/exe");
-    cmd.args([
-        OsString::from("try"),
-        OsString::from("--sandbox"),
-        spec.scratch.join("spec.json").into_os_string(),
-    ]);
+    cmd.args([TRY, SANDBOX]).arg(spec.scratch.join("spec.json"));
     cmd.stdin(std::process::Stdio::null());
     // SAFETY: setsid and prctl are async-signal-safe system calls; nothing else runs between
     // fork and exec.

@@ -317,20 +317,13 @@ fn run_confined(
     let (verdict_r, verdict_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let fd = verdict_w.as_raw_fd();
     let mut cmd = Command::new("/proc/self/exe");
-    cmd.args([
-        "try",
-        "--stage",
-        mode,
-        "--copy-dir",
-        copy_dir,
-        "--verdict-fd",
-    ])
-    .arg(fd.to_string())
-    .env_clear()
-    .envs(env.iter().map(|(k, v)| (k, v)))
-    .stdin(Stdio::null())
-    .stdout(Stdio::from(output_w.try_clone()?))
-    .stderr(Stdio::from(output_w));
+    cmd.args([crate::TRY, crate::STAGE, mode, crate::COPY_DIR, copy_dir])
+        .args([crate::VERDICT_FD, &fd.to_string()])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(output_w.try_clone()?))
+        .stderr(Stdio::from(output_w));
     // SAFETY: fcntl and prctl are async-signal-safe system calls; nothing else runs between
     // fork and exec.
     unsafe {

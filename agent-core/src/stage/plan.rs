@@ -17,6 +17,7 @@ use std::task::{Context, Poll, Waker};
 
 use serde::Serialize;
 
+use crate::host::errors::Chain;
 use crate::host::fs::{HostFs, HostFsError, StateFailure, state_err};
 use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
@@ -218,7 +219,7 @@ pub fn plan_stage(
         // SPEC §6.7: the run checks these before any step.
         for entry in &config.expected_config_files {
             if let Err(e) = preflight::check_config_file(&source.join("configmaps"), entry) {
-                failure.get_or_insert(crate::host::errors::Chain(&e).to_string());
+                failure.get_or_insert(Chain(&e).to_string());
             }
         }
         let overlay = source.join("root_dir");
@@ -547,7 +548,7 @@ fn overlay_write(fs: &HostFs, host_path: &Path, source: &Path) -> PlannedWrite {
                 write.note = Some("same content, other permission bits".to_owned());
             }
         }
-        Err(e) => write.note = Some(crate::host::errors::Chain(&e).to_string()),
+        Err(e) => write.note = Some(Chain(&e).to_string()),
     }
     write
 }
@@ -583,7 +584,7 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
         }
         Err(e) => {
             return Some(OverlayDiff::NotShown(
-                crate::host::errors::Chain(&e).to_string(),
+                Chain(&e).to_string(),
             ));
         }
     };

@@ -571,7 +571,7 @@ impl Effects for Host<'_> {
                 // A step that could not be started failed all the same (the run's counts).
                 report.push(OperationResult::not_started(
                     &step.path,
-                    format!("not started: {}", crate::host::errors::Chain(&source)),
+                    format!("not started: {}", Chain(&source)),
                 ));
                 return Err(StageError::Exec {
                     path: step.path.clone(),
@@ -660,22 +660,22 @@ fn make_executable(
     } else {
         Links::Relative
     };
-    let (path, shown) = (|| step.path.clone(), || real.display().to_string());
+    let (path, file) = (&step.path, real.display());
     let io = |source| StageError::StepIo {
-        path: path(),
-        context: format!("making {} executable", shown()),
+        path: path.clone(),
+        context: format!("making {file} executable"),
         source,
     };
     let lookup = |e| match e {
         HostFsError::NotARegularFile { .. } => StageError::StepFile {
-            path: path(),
-            file: shown(),
+            path: path.clone(),
+            file: file.to_string(),
         },
         HostFsError::Io { source, .. } => io(source),
         // The rooted lookup refused the path (a link out of ROOT, a cycle, a file on the way).
         source => StageError::StepFileLookup {
-            path: path(),
-            file: shown(),
+            path: path.clone(),
+            file: file.to_string(),
             source,
         },
     };
