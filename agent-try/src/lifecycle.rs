@@ -42,15 +42,11 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
         resource_id: spec.resource_id.clone(),
         network: if spec.network { "host" } else { "none" }.to_owned(),
         result: "succeeded".into(),
-        error: None,
-        stages: Vec::new(),
-        interrupts: Vec::new(),
-        changes: Vec::new(),
-        agent_state: report::AgentState::default(),
         kept: spec.keep.then(|| spec.out.display().to_string()),
-        isolation: Isolation::default(),
+        ..Report::default()
     };
-    let mut checks = Checks::default();
+    // Why the stages that are not verified are not, stage by stage.
+    let mut unverified = Vec::new();
     let env = environment(spec);
     if let Err(e) = stage_package(spec) {
         report.result = "failed".into();
@@ -67,7 +63,7 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
         let stage = match item {
             Item::Stage { mode } => {
                 let (stage, verdict) = run_stage(spec, &env, index, mode);
-                checks.add(mode, &verdict);
+                unverified.extend(why_unverified(mode, &verdict));
                 stage
             }
             Item::Interrupt { payload } => {
@@ -83,7 +79,16 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
     if failed {
         report.result = "failed".into();
     }
-    report.isolation = checks.isolation();
+    report.isolation = Isolation {
+        verified: unverified.is_empty(),
+        detail: if unverified.is_empty() {
+            "every mount of a filesystem of this machine that the steps could reach was \
+             read-only and locked, checked before and after each stage"
+                .to_owned()
+        } else {
+            unverified.join("; ")
+        },
+    };
     match report::changes(
         Path::new(LOWER),
         Path::new(UPPER),
@@ -122,42 +127,15 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
     i32::from(report.result != "succeeded")
 }
 
-/// What the stage runners measured, stage by stage.
-#[derive(Default)]
-struct Checks {
-    /// Why the others could not be verified.
-    unverified: Vec<String>,
-}
-
-impl Checks {
-    fn add(&mut self, mode: &str, v: &Verdict) {
-        match (&v.before, &v.after) {
-            // Verified, or refused before anything ran.
-            (None | Some(Err(_)), _) | (Some(Ok(_)), Some(Ok(_))) => {}
-            (Some(Ok(_)), Some(Err(problem))) => {
-                self.unverified
-                    .push(format!("{mode}: after the stage, {problem}"));
-            }
-            (Some(Ok(_)), None) => self.unverified.push(format!(
-                "{mode}: the stage runner ended before its check after the stage"
-            )),
-        }
-    }
-
-    fn isolation(&self) -> Isolation {
-        if self.unverified.is_empty() {
-            Isolation {
-                verified: true,
-                detail: "every mount of a filesystem of this machine that the steps could \
-                         reach was read-only and locked, checked before and after each stage"
-                    .to_owned(),
-            }
-        } else {
-            Isolation {
-                verified: false,
-                detail: self.unverified.join("; "),
-            }
-        }
+/// Why what the stage runner of `mode` measured does not verify the stage: `None` when it
+/// does, or when the stage was refused before anything ran.
+fn why_unverified(mode: &str, v: &Verdict) -> Option<String> {
+    match (&v.before, &v.after) {
+        (Some(Ok(_)), Some(Err(problem))) => Some(format!("{mode}: after the stage, {problem}")),
+        (Some(Ok(_)), None) => Some(format!(
+            "{mode}: the stage runner ended before its check after the stage"
+        )),
+        _ => None,
     }
 }
 
@@ -260,23 +238,18 @@ fn run_stage(
     let mut stage = StageReport::new(mode, duration, name);
     let verdict = match ran {
         Ok((code, verdict)) => {
-            stage.exit_code = Some(code);
-            stage.result = if code == 0 { "succeeded" } else { "failed" }.into();
-            if verdict.before.is_none() || matches!(verdict.before, Some(Err(_))) {
-                stage.error = Some(format!(
-                    "the stage could not be confined; nothing was run{}",
-                    match &verdict.before {
-                        Some(Err(problem)) => format!(": {problem}"),
-                        _ => String::new(),
-                    }
-                ));
-                stage.exit_code = None;
-                stage.result = "failed".into();
+            const NOT_CONFINED: &str = "the stage could not be confined; nothing was run";
+            match &verdict.before {
+                Some(Ok(_)) => {
+                    stage.exit_code = Some(code);
+                    stage.result = if code == 0 { "succeeded" } else { "failed" }.into();
+                }
+                Some(Err(problem)) => stage.error = Some(format!("{NOT_CONFINED}: {problem}")),
+                None => stage.error = Some(NOT_CONFINED.into()),
             }
             verdict
         }
         Err(e) => {
-            stage.result = "failed".into();
             stage.error = Some(format!("starting the stage runner: {e}"));
             Verdict::default()
         }
@@ -368,12 +341,9 @@ fn run_interrupt(
     let started = Instant::now();
     let (path, name) = output_file(index, "interrupt");
     let mut interrupt = InterruptReport {
-        r#type: String::new(),
         payload: payload.to_owned(),
         result: "failed".into(),
-        operations: Vec::new(),
-        simulated_reboot: None,
-        error: None,
+        ..InterruptReport::default()
     };
     let result = simulate(spec, env, payload, &mut interrupt);
     let mut stage = StageReport::new("interrupt", started.elapsed(), name);

@@ -23,7 +23,7 @@ const DIFF_LIMIT: u64 = 64 * 1024;
 
 /// The whole report; `--format json` prints it as is, a JSON document (docs/try.md lists the
 /// fields).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub(crate) package: String,
     pub(crate) version: String,
@@ -54,7 +54,7 @@ pub(crate) struct Isolation {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct StageReport {
     /// The MODE, or `interrupt`.
     pub stage: String,
@@ -93,16 +93,10 @@ impl StageReport {
     pub fn new(stage: &str, duration: Duration, output: String) -> Self {
         Self {
             stage: stage.to_owned(),
-            interrupt: None,
             result: "failed".into(),
-            exit_code: None,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            steps_ran: 0,
-            steps_skipped: 0,
-            steps: Vec::new(),
             output: Some(output),
-            error: None,
-            output_tail: None,
+            ..Self::default()
         }
     }
 
@@ -132,7 +126,7 @@ impl StageReport {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct InterruptReport {
     pub r#type: String,
     /// Canonical JSON.
@@ -174,7 +168,7 @@ pub(crate) struct SimulatedReboot {
 }
 
 /// One change on the host.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Change {
     /// Host path.
     pub path: String,
@@ -228,33 +222,29 @@ pub(crate) fn changes(
     };
     out.dir("")?;
     // A directory added only to hold the agent's state (e.g. /var/lib/skyhook) is the agent's.
-    let kept: Vec<Change> =
-        out.changes
-            .iter()
-            .filter(|c| {
-                !(c.kind == "added"
-                    && c.r#type == "dir"
-                    && holds_agent_dir(c)
-                    && !out.changes.iter().any(|o| {
-                        o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o)
-                    }))
-            })
-            .cloned()
-            .collect();
+    let kept: Vec<Change> = out
+        .changes
+        .iter()
+        .filter(|c| {
+            !is_ancestor_dir(c)
+                || out
+                    .changes
+                    .iter()
+                    .any(|o| o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o))
+        })
+        .cloned()
+        .collect();
     Ok((kept, out.state))
 }
 
-/// Whether `c` is a directory on the way to the agent's state or log directory.
-fn holds_agent_dir(c: &Change) -> bool {
-    let prefix = format!("{}/", c.path);
-    [STATE_DIR, LOG_DIR]
-        .iter()
-        .any(|d| *d == c.path || d.starts_with(&prefix))
-}
-
-/// An added directory on the way to an agent directory.
+/// An added directory on the way to the agent's state or log directory.
 fn is_ancestor_dir(c: &Change) -> bool {
-    c.kind == "added" && c.r#type == "dir" && holds_agent_dir(c)
+    let prefix = format!("{}/", c.path);
+    c.kind == "added"
+        && c.r#type == "dir"
+        && [STATE_DIR, LOG_DIR]
+            .iter()
+            .any(|d| *d == c.path || d.starts_with(&prefix))
 }
 
 struct Walk<'a> {
@@ -289,13 +279,10 @@ fn is_whiteout(meta: &fs::Metadata) -> bool {
 fn is_opaque(path: &Path) -> bool {
     ["trusted.overlay.opaque", "user.overlay.opaque"]
         .iter()
-        .any(|name| xattr(path, name).is_some_and(|v| v == b"y"))
-}
-
-fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    let mut buf = [0u8; 16];
-    let len = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
-    Some(buf[..len].to_vec())
+        .any(|name| {
+            let mut buf = [0u8; 16];
+            rustix::fs::lgetxattr(path, *name, &mut buf[..]).is_ok_and(|len| buf[..len] == *b"y")
+        })
 }
 
 impl Walk<'_> {
@@ -372,11 +359,8 @@ impl Walk<'_> {
             kind: "deleted".into(),
             r#type: type_name(lower).into(),
             mode_before: Some(mode(lower)),
-            mode_after: None,
-            content_changed: None,
             size: lower.is_file().then_some(lower.len()),
-            target: None,
-            diff: None,
+            ..Change::default()
         });
     }
 
@@ -415,20 +399,13 @@ impl Walk<'_> {
             path: host,
             kind: "added".into(),
             r#type: ty.into(),
-            mode_before: None,
             mode_after: (ty != "symlink").then(|| mode(&umeta)),
-            content_changed: None,
             size: umeta.is_file().then_some(umeta.len()),
             target,
-            diff: None,
+            ..Change::default()
         };
         match lmeta {
-            None => {
-                self.changes.push(base);
-                if umeta.is_dir() {
-                    self.dir(rel)?;
-                }
-            }
+            None => self.changes.push(base),
             Some(l) => {
                 let same_type = type_name(&l) == ty;
                 let content_changed = !same_type
@@ -450,10 +427,10 @@ impl Walk<'_> {
                         ..base
                     });
                 }
-                if umeta.is_dir() {
-                    self.dir(rel)?;
-                }
             }
+        }
+        if umeta.is_dir() {
+            self.dir(rel)?;
         }
         Ok(())
     }
