@@ -181,12 +181,10 @@ pub fn run(options: &Options<'_>) -> Result<Outcome, Error> {
 
 /// Check every argument and stage the scratch directory. Nothing is started before this passes.
 fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
-    let package_dir = std::fs::canonicalize(args.package_dir).map_err(|e| {
-        Error::Failed(format!(
-            "package directory {}: {e}",
-            args.package_dir.display()
-        ))
-    })?;
+    let package_dir = std::fs::canonicalize(args.package_dir).map_err(failed(format!(
+        "package directory {}",
+        args.package_dir.display()
+    )))?;
     let config_path = package_dir.join("config.json");
     let (
         PackageConfig {
@@ -203,7 +201,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         ))
     })?;
     let lower = std::fs::canonicalize(args.root)
-        .map_err(|e| Error::Failed(format!("lower root {}: {e}", args.root.display())))?;
+        .map_err(failed(format!("lower root {}", args.root.display())))?;
     if !lower.is_dir() {
         return Err(Error::Failed(format!(
             "lower root {} is not a directory",
@@ -277,7 +275,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
     let cm_dir = scratch_path.join("configmaps");
     std::fs::create_dir(&cm_dir)
         .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
-        .map_err(|e| Error::Failed(format!("creating {}: {e}", cm_dir.display())))?;
+        .map_err(failed(format!("creating {}", cm_dir.display())))?;
     let mut configmaps = Vec::new();
     for nf in args.configmaps {
         let Some((name, file)) = nf.split_once('=') else {
@@ -298,8 +296,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         (keep_dir(dir, &lower)?, true)
     } else {
         let dir = scratch_path.join("out");
-        std::fs::create_dir(&dir)
-            .map_err(|e| Error::Failed(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir(&dir).map_err(failed(format!("creating {}", dir.display())))?;
         (dir, false)
     };
 
@@ -324,7 +321,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         &file,
         serde_json::to_vec(&spec).expect("the spec serializes"),
     )
-    .map_err(|e| Error::Failed(format!("writing {}: {e}", file.display())))?;
+    .map_err(failed(format!("writing {}", file.display())))?;
     Ok((spec, scratch))
 }
 
@@ -332,7 +329,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
 /// a usage error, refused before it is opened (SPEC §5): a FIFO would block the read forever.
 fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let failed = |e: std::io::Error| {
+    let reading = |e: std::io::Error| {
         Error::Failed(format!(
             "--configmap {name}: reading {}: {e}",
             file.display()
@@ -348,36 +345,38 @@ fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
             file_kind(meta.file_type())
         )))
     };
-    regular(std::fs::metadata(file).map_err(failed)?)?;
+    regular(std::fs::metadata(file).map_err(reading)?)?;
     // Non-blocking, in case it was replaced by a FIFO since.
     let mut src = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(file)
-        .map_err(failed)?;
-    regular(src.metadata().map_err(failed)?)?;
-    let mut to = std::fs::File::create_new(dest)
-        .map_err(|e| Error::Failed(format!("creating {}: {e}", dest.display())))?;
-    std::io::copy(&mut src, &mut to).map_err(failed)?;
+        .map_err(reading)?;
+    regular(src.metadata().map_err(reading)?)?;
+    let mut to =
+        std::fs::File::create_new(dest).map_err(failed(format!("creating {}", dest.display())))?;
+    std::io::copy(&mut src, &mut to).map_err(reading)?;
     Ok(())
+}
+
+/// `Error::Failed` with `context` before the cause.
+fn failed<E: std::fmt::Display>(context: String) -> impl FnOnce(E) -> Error {
+    move |e| Error::Failed(format!("{context}: {e}"))
 }
 
 /// What a file that is not a regular one is, for an error message.
 fn file_kind(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt as _;
-    if t.is_dir() {
-        "is a directory"
-    } else if t.is_fifo() {
-        "is a FIFO"
-    } else if t.is_socket() {
-        "is a socket"
-    } else if t.is_char_device() {
-        "is a character device"
-    } else if t.is_block_device() {
-        "is a block device"
-    } else {
-        "is not a regular file"
-    }
+    [
+        (t.is_dir(), "is a directory"),
+        (t.is_fifo(), "is a FIFO"),
+        (t.is_socket(), "is a socket"),
+        (t.is_char_device(), "is a character device"),
+        (t.is_block_device(), "is a block device"),
+    ]
+    .into_iter()
+    .find_map(|(is, kind)| is.then_some(kind))
+    .unwrap_or("is not a regular file")
 }
 
 /// The `--keep` directory: new or empty, outside the lower root, mode 0700.
@@ -445,12 +444,12 @@ struct Scratch(PathBuf);
 impl Scratch {
     fn new() -> Result<Self, Error> {
         let template = std::env::temp_dir().join("agent-try-XXXXXX");
-        nix::unistd::mkdtemp(&template).map(Self).map_err(|e| {
-            Error::Failed(format!(
-                "creating a scratch directory {}: {e}",
+        nix::unistd::mkdtemp(&template)
+            .map(Self)
+            .map_err(failed(format!(
+                "creating a scratch directory {}",
                 template.display()
-            ))
-        })
+            )))
     }
 }
 
@@ -526,19 +525,17 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
         .spawn()
         .map_err(|e| format!("starting the sandbox process: {e}"))?;
     loop {
-        if let Some(status) = child
+        let status = child
             .try_wait()
-            .map_err(|e| format!("waiting for the sandbox: {e}"))?
-        {
-            if let Some(sig) = stopped.received() {
-                return Ok(Ended::Stopped(sig));
-            }
-            return Ok(Ended::Exited(exit_code(status)));
-        }
+            .map_err(|e| format!("waiting for the sandbox: {e}"))?;
         if let Some(sig) = stopped.received() {
+            // Both do nothing once it has been reaped.
             let _ = child.kill();
             let _ = child.wait();
             return Ok(Ended::Stopped(sig));
+        }
+        if let Some(status) = status {
+            return Ok(Ended::Exited(exit_code(status)));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -570,7 +567,10 @@ fn finish(json: bool, spec: &Spec, ended: &Ended) -> Outcome {
         }
         (Ended::Exited(code), None) => format!(
             "the sandbox ended before the lifecycle finished ({}); {}{keep_note}",
-            describe_end(*code),
+            match code {
+                c if *c > 128 => format!("its init was killed by signal {}", c - 128),
+                c => format!("exit code {c}"),
+            },
             not_verified(spec)
         ),
         (Ended::Stopped(sig), _) => {
@@ -597,14 +597,6 @@ fn not_verified(spec: &Spec) -> String {
          stage that started ran only after its mounts were checked read-only and locked)",
         spec.lower.display()
     )
-}
-
-/// What ended the sandbox process, from its exit code.
-fn describe_end(code: i32) -> String {
-    match code {
-        c if c > 128 => format!("its init was killed by signal {}", c - 128),
-        c => format!("exit code {c}"),
-    }
 }
 
 /// The stages that finished before the sandbox ended, one line each.
