@@ -26,7 +26,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl, openat};
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MntFlags, MsFlags, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
@@ -182,14 +182,9 @@ fn enter_stage(
     for private in [LOWER, OUT, PACKAGE, CONFIGMAPS] {
         umount2(private, MntFlags::MNT_DETACH).map_err(|e| format!("detaching {private}: {e}"))?;
     }
-    mount(
-        Some("tmpfs"),
-        PRIVATE,
-        Some("tmpfs"),
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("mode=0,size=4k"),
-    )
-    .map_err(|e| format!("covering {PRIVATE}: {e}"))?;
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC;
+    mounts::tmpfs(Path::new(PRIVATE), flags, "mode=0,size=4k")
+        .map_err(|e| format!("covering {PRIVATE}: {e}"))?;
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
         .map_err(|e| format!("unshare of a new user and mount namespace: {e}"))?;
     nix::unistd::write(ready, b"u").map_err(|e| e.to_string())?;

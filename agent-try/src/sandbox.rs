@@ -18,7 +18,7 @@ use nix::unistd::{ForkResult, fork, pivot_root};
 use super::layout::{
     AGENT_EXE, CONFIGMAPS, DEVICES, HOST_DIRS, LOWER, MERGED, OUT, PACKAGE, UPPER, WORK,
 };
-use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc};
+use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc, tmpfs};
 use super::report::Report;
 use super::{Spec, lifecycle, wait};
 
@@ -118,14 +118,8 @@ fn init(spec: &Spec, document: fn(&Report) -> String) -> Result<i32, String> {
     make_private()?;
 
     let c = spec.scratch.join("c");
-    mount(
-        Some("tmpfs"),
-        &c,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
-    .map_err(|e| format!("mounting a tmpfs on {}: {e}", c.display()))?;
+    tmpfs(&c, MsFlags::empty(), "mode=0755")
+        .map_err(|e| format!("mounting a tmpfs on {}: {e}", c.display()))?;
     let inside = |p: &str| c.join(p.trim_start_matches('/'));
     for dir in [
         LOWER,
@@ -179,20 +173,16 @@ fn mount_overlay(spec: &Spec, inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBu
             )
         }
     })?;
-    let options = format!(
-        "lowerdir={},upperdir={},workdir={}",
-        inside(LOWER).display(),
-        inside(UPPER).display(),
-        inside(WORK).display()
-    );
-    let merged = inside(MERGED);
     // In a user namespace, overlayfs must keep its metadata (opaque directories) in user.*
     // xattrs (`userxattr`, Linux 5.11+): without it, removing a lower directory fails with EIO.
-    let options = if initial {
-        options
-    } else {
-        format!("{options},userxattr")
-    };
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}{}",
+        inside(LOWER).display(),
+        inside(UPPER).display(),
+        inside(WORK).display(),
+        if initial { "" } else { ",userxattr" }
+    );
+    let merged = inside(MERGED);
     // nodev: a device node made in the sandbox (mknod) opens nothing; /dev is bound below.
     mount(
         Some("overlay"),
@@ -220,14 +210,8 @@ fn mount_overlay(spec: &Spec, inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBu
 /// A minimal /dev, shared by the sandbox's root and the overlay. Returns its path.
 fn mount_dev(inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBuf, String> {
     let dev = inside("/dev");
-    mount(
-        Some("tmpfs"),
-        &dev,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
-    .map_err(|e| format!("mounting a tmpfs on the sandbox's /dev: {e}"))?;
+    tmpfs(&dev, MsFlags::MS_NOEXEC, "mode=0755")
+        .map_err(|e| format!("mounting a tmpfs on the sandbox's /dev: {e}"))?;
     for name in DEVICES {
         let host = Path::new("/dev").join(name);
         if !host.exists() {
@@ -248,14 +232,8 @@ fn mount_dev(inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBuf, String> {
             .map_err(|e| format!("creating /dev/{name} in the sandbox: {e}"))?;
     }
     mkdir(&dev.join("shm"))?;
-    mount(
-        Some("tmpfs"),
-        &dev.join("shm"),
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
-    )
-    .map_err(|e| format!("mounting /dev/shm in the sandbox: {e}"))?;
+    tmpfs(&dev.join("shm"), MsFlags::empty(), "mode=1777")
+        .map_err(|e| format!("mounting /dev/shm in the sandbox: {e}"))?;
 
     Ok(dev)
 }
