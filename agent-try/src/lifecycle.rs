@@ -56,7 +56,11 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
     let mut failed = report.error.is_some();
     for item in &spec.plan {
         if failed {
-            report.stages.push(StageReport::not_run(&item_name(item)));
+            let name = match item {
+                Item::Stage { mode } => mode,
+                Item::Interrupt { .. } => "interrupt",
+            };
+            report.stages.push(StageReport::not_run(name));
             continue;
         }
         index += 1;
@@ -139,26 +143,22 @@ fn why_unverified(mode: &str, v: &Verdict) -> Option<String> {
     }
 }
 
-/// Replace the sandbox's boot ID with `id` (a simulated reboot): bind a file holding it over
-/// the overlay's `/proc/sys/kernel/random/boot_id`, here for the interrupts, and in each later
-/// stage's own procfs (the stage runner binds the same file).
-fn set_boot_id(id: &str) -> Result<(), String> {
+/// Give the sandbox a new boot ID (a simulated reboot) and return it: bind a file holding it
+/// over the overlay's `/proc/sys/kernel/random/boot_id`, here for the interrupts, and in each
+/// later stage's own procfs (the stage runner binds the same file).
+fn new_boot_id() -> Result<String, String> {
+    let id = fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .map_err(|e| format!("reading /proc/sys/kernel/random/uuid: {e}"))?;
+    let id = id.trim();
     fs::write(BOOT_ID, format!("{id}\n")).map_err(|e| format!("writing {BOOT_ID}: {e}"))?;
-    mounts::bind_boot_id(Path::new(BOOT_ID), &Path::new(MERGED).join("proc"))
-}
-
-fn item_name(item: &Item) -> String {
-    match item {
-        Item::Stage { mode } => mode.clone(),
-        Item::Interrupt { .. } => "interrupt".into(),
-    }
+    mounts::bind_boot_id(Path::new(BOOT_ID), &Path::new(MERGED).join("proc"))?;
+    Ok(id.to_owned())
 }
 
 /// What the operator gives a package pod (SPEC §13), then the author's `--env`. Not `agent
 /// try`'s own environment: a run depends on nothing but its arguments.
 fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
-    for (k, v) in [
+    let pod = [
         (
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -169,11 +169,11 @@ fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
         ("SKYHOOK_LOG_DIR", LOG_DIR),
         ("COPY_RESOLV", "false"),
         ("SKYHOOK_NODE_ORDER", "0"),
-    ] {
-        env.push((k.into(), v.into()));
-    }
-    for (k, v) in &spec.env {
-        env.retain(|(name, _)| name != k.as_str());
+    ];
+    let author = spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    for (k, v) in pod.into_iter().chain(author) {
+        env.retain(|(name, _)| name != k);
         env.push((k.into(), v.into()));
     }
     env
@@ -358,17 +358,15 @@ fn run_interrupt(
     for op in &interrupt.operations {
         let _ = writeln!(log, "{}: {} ({})", op.operation, op.what(), op.reason);
     }
+    stage.exit_code = Some(i32::from(result.is_err()));
     match result {
         Ok(()) => {
             interrupt.result = "succeeded".into();
             stage.result = "succeeded".into();
-            stage.exit_code = Some(0);
         }
         Err(e) => {
             let _ = writeln!(log, "error: {e}");
             interrupt.error = Some(e.clone());
-            stage.result = "failed".into();
-            stage.exit_code = Some(1);
             stage.error = Some(e);
         }
     }
@@ -425,42 +423,29 @@ fn simulate(
             });
         }
         let runner = Arc::new(Simulated(Mutex::new(queue)));
-        // A dry run's settings (nothing printed, no timeouts), with a runner that answers.
-        let settings = |runner: Arc<Simulated>| {
+        // A dry run (nothing printed, no timeouts), with a runner that answers.
+        let run = async |runner: Arc<Simulated>| {
             let mut settings = plan::dry_settings(&fs, &rt, &rid, copy_dir, env.to_vec());
             settings.exec.runner = runner;
-            settings
+            let run = runner::run(settings, interrupt.as_ref()).await;
+            run.result.map_err(|e| Chain(&e).to_string())
         };
-        let run = runner::run(settings(runner.clone()), interrupt.as_ref()).await;
-        match run.result.map_err(|e| Chain(&e).to_string())? {
+        if run(runner.clone()).await? == InterruptOutcome::Completed {
+            return Ok(());
+        }
+        // The reboot "happened": a new boot ID, then the protocol completes the pending
+        // operation as the next run after a real reboot does.
+        report.simulated_reboot = Some(report::SimulatedReboot {
+            boot_id_before: read_boot_id(&fs).map_err(|e| e.to_string())?,
+            boot_id_after: new_boot_id()?,
+        });
+        match run(runner).await? {
             InterruptOutcome::Completed => Ok(()),
             InterruptOutcome::ShutdownInProgress => {
-                // The reboot "happened": a new boot ID, then the protocol completes the
-                // pending operation as the next run after a real reboot does.
-                let before = read_boot_id(&fs).map_err(|e| e.to_string())?;
-                let after = new_boot_id()?;
-                set_boot_id(&after)?;
-                report.simulated_reboot = Some(report::SimulatedReboot {
-                    boot_id_before: before,
-                    boot_id_after: after,
-                });
-                let run = runner::run(settings(runner), interrupt.as_ref()).await;
-                match run.result.map_err(|e| Chain(&e).to_string())? {
-                    InterruptOutcome::Completed => Ok(()),
-                    InterruptOutcome::ShutdownInProgress => Err(
-                        "the operation asked for a reboot again after the simulated reboot"
-                            .to_owned(),
-                    ),
-                }
+                Err("the operation asked for a reboot again after the simulated reboot".to_owned())
             }
         }
     })
-}
-
-fn new_boot_id() -> Result<String, String> {
-    fs::read_to_string("/proc/sys/kernel/random/uuid")
-        .map(|s| s.trim().to_owned())
-        .map_err(|e| format!("reading /proc/sys/kernel/random/uuid: {e}"))
 }
 
 /// Runs nothing: for each command the plan said would run, in order, it answers as the
