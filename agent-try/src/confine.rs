@@ -129,10 +129,7 @@ fn confine(mode: &str, copy_dir: &str, verdict: &mut File) -> Result<u8, String>
         Err(e) => Err(format!("fork of the stage's PID 1: {e}")),
         Ok(ForkResult::Child) => {
             drop((ready_r, go_w, proc));
-            let e = match enter_stage(&ready_w, &go_r, &argv, &envp) {
-                Ok(never) => match never {},
-                Err(e) => e,
-            };
+            let Err(e) = enter_stage(&ready_w, &go_r, &argv, &envp);
             std::process::exit(cannot_confine(mode, &e).into());
         }
         Ok(ForkResult::Parent { child }) => {

@@ -236,14 +236,12 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
     }
     for payload in args.interrupts {
         let usage = |e: &dyn std::fmt::Display| Error::Usage(format!("--interrupt {payload}: {e}"));
-        let decoded =
-            <dyn Interrupt>::from_json_bytes(payload.as_bytes()).map_err(|e| usage(&e))?;
-        decoded
-            .interrupt
-            .validate_payload()
-            .map_err(|e| usage(&e))?;
+        let interrupt = <dyn Interrupt>::from_json_bytes(payload.as_bytes())
+            .map_err(|e| usage(&e))?
+            .interrupt;
+        interrupt.validate_payload().map_err(|e| usage(&e))?;
         plan.push(Item::Interrupt {
-            payload: decoded.interrupt.to_json(),
+            payload: interrupt.to_json(),
         });
         for mode in ["post-interrupt", "post-interrupt-check"] {
             plan.push(Item::Stage {

@@ -26,24 +26,20 @@ use super::{Spec, lifecycle, wait};
 /// for it. Returns the exit code for `agent try` (init's, or 128 + the signal that killed it).
 /// `document` makes the report a JSON document.
 pub(crate) fn enter(spec_file: &Path, document: fn(&Report) -> String) -> u8 {
-    let spec: Spec = match fs::read(spec_file)
+    start_init(spec_file, document).unwrap_or_else(|e| setup_failed(&e))
+}
+
+fn start_init(spec_file: &Path, document: fn(&Report) -> String) -> Result<u8, String> {
+    let spec: Spec = fs::read(spec_file)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(s) => s,
-        Err(e) => return setup_failed(&format!("reading {}: {e}", spec_file.display())),
-    };
-    if let Err(e) = unshare_all(&spec) {
-        return setup_failed(&e);
-    }
-    let (guard_r, guard_w) = match nix::unistd::pipe() {
-        Ok(p) => p,
-        Err(e) => return setup_failed(&format!("pipe: {e}")),
-    };
+        .map_err(|e| format!("reading {}: {e}", spec_file.display()))?;
+    unshare_all(&spec)?;
+    let (guard_r, guard_w) = nix::unistd::pipe().map_err(|e| format!("pipe: {e}"))?;
     // SAFETY: this process is single-threaded (started by exec, no runtime yet), so the child
     // may run any code after fork.
     match unsafe { fork() } {
-        Err(e) => setup_failed(&format!(
+        Err(e) => Err(format!(
             "fork of the sandbox's init (new PID namespace): {e}"
         )),
         Ok(ForkResult::Child) => {
@@ -59,7 +55,7 @@ pub(crate) fn enter(spec_file: &Path, document: fn(&Report) -> String) -> u8 {
         }
         Ok(ForkResult::Parent { child }) => {
             drop(guard_r);
-            wait(child).unwrap_or_else(|e| setup_failed(&format!("waiting for the sandbox: {e}")))
+            wait(child).map_err(|e| format!("waiting for the sandbox: {e}"))
         }
     }
 }
