@@ -41,7 +41,6 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
         copy_dir: spec.copy_dir.clone(),
         resource_id: spec.resource_id.clone(),
         network: if spec.network { "host" } else { "none" }.to_owned(),
-        result: "succeeded".into(),
         kept: spec.keep.then(|| spec.out.display().to_string()),
         ..Report::default()
     };
@@ -49,7 +48,6 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
     let mut unverified = Vec::new();
     let env = environment(spec);
     if let Err(e) = stage_package(spec) {
-        report.result = "failed".into();
         report.error = Some(format!("staging the package: {e}"));
     }
     let mut index = 0;
@@ -80,9 +78,6 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
         append_progress(&stage);
         report.stages.push(stage);
     }
-    if failed {
-        report.result = "failed".into();
-    }
     report.isolation = Isolation {
         verified: unverified.is_empty(),
         detail: if unverified.is_empty() {
@@ -93,23 +88,17 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
             unverified.join("; ")
         },
     };
-    match report::changes(
-        Path::new(LOWER),
-        Path::new(UPPER),
-        &report::Exclusions {
-            created,
-            copy_dir: &spec.copy_dir,
-        },
-    ) {
+    match report::changes(Path::new(LOWER), Path::new(UPPER), created, &spec.copy_dir) {
         Ok((changes, state)) => {
             report.changes = changes;
             report.agent_state = state;
         }
         Err(e) => {
-            report.result = "failed".into();
+            failed = true;
             report.error = Some(format!("reading the upper layer: {e}"));
         }
     }
+    report.result = if failed { "failed" } else { "succeeded" }.into();
     if spec.keep {
         if let Err(e) = report::copy_upper(Path::new(UPPER), &Path::new(OUT).join("upper")) {
             report
@@ -342,7 +331,6 @@ fn run_interrupt(
     let (path, name) = output_file(index, "interrupt");
     let mut interrupt = InterruptReport {
         payload: payload.to_owned(),
-        result: "failed".into(),
         ..InterruptReport::default()
     };
     let result = simulate(spec, env, payload, &mut interrupt);
@@ -360,16 +348,14 @@ fn run_interrupt(
     }
     stage.exit_code = Some(i32::from(result.is_err()));
     match result {
-        Ok(()) => {
-            interrupt.result = "succeeded".into();
-            stage.result = "succeeded".into();
-        }
+        Ok(()) => stage.result = "succeeded".into(),
         Err(e) => {
             let _ = writeln!(log, "error: {e}");
             interrupt.error = Some(e.clone());
             stage.error = Some(e);
         }
     }
+    interrupt.result.clone_from(&stage.result);
     let _ = fs::write(&path, log);
     (stage, interrupt)
 }

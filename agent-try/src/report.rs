@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use agent_core::state::results::OperationResult;
+use nix::sys::stat::{Mode, SFlag, mknod};
 use serde::Serialize;
 
 use super::{LOG_DIR, STATE_DIR};
@@ -199,24 +200,20 @@ pub(crate) struct AgentState {
     pub paths: Vec<String>,
 }
 
-/// What the walk leaves out of the changes, besides the agent's state and log directories.
-pub(crate) struct Exclusions<'a> {
-    /// Mount points the sandbox created in the upper layer.
-    pub created: &'a [String],
-    /// COPY_DIR (a host path).
-    pub copy_dir: &'a str,
-}
-
-/// Walk `upper` against `lower`.
+/// Walk `upper` against `lower`. Left out of the changes, besides the agent's state and log
+/// directories: the mount points the sandbox `created` in the upper layer, and `copy_dir`
+/// (COPY_DIR, a host path).
 pub(crate) fn changes(
     lower: &Path,
     upper: &Path,
-    ex: &Exclusions<'_>,
+    created: &[String],
+    copy_dir: &str,
 ) -> std::io::Result<(Vec<Change>, AgentState)> {
     let mut out = Walk {
         lower,
         upper,
-        ex,
+        created,
+        copy_dir,
         changes: Vec::new(),
         state: AgentState::default(),
     };
@@ -250,7 +247,8 @@ fn is_ancestor_dir(c: &Change) -> bool {
 struct Walk<'a> {
     lower: &'a Path,
     upper: &'a Path,
-    ex: &'a Exclusions<'a>,
+    created: &'a [String],
+    copy_dir: &'a str,
     changes: Vec<Change>,
     state: AgentState,
 }
@@ -300,7 +298,7 @@ impl Walk<'_> {
         if under(LOG_DIR) {
             return Some("logs");
         }
-        if under(self.ex.copy_dir) {
+        if under(self.copy_dir) {
             return Some("package");
         }
         let rest = host.strip_prefix(&format!("{STATE_DIR}/"))?;
@@ -366,7 +364,7 @@ impl Walk<'_> {
 
     fn entry(&mut self, rel: &str) -> std::io::Result<()> {
         let host = Self::host(rel);
-        if self.ex.created.contains(&host) {
+        if self.created.contains(&host) {
             return Ok(());
         }
         let upath = self.upper.join(rel);
@@ -522,16 +520,8 @@ fn copy_tree(
         std::os::unix::fs::symlink(fs::read_link(src)?, dest)?;
     } else if t.is_file() {
         copy_file(src, dest)?;
-    } else if is_whiteout(&meta) {
-        let made = nix::sys::stat::mknod(
-            dest,
-            nix::sys::stat::SFlag::S_IFCHR,
-            nix::sys::stat::Mode::empty(),
-            0,
-        );
-        if made.is_err() {
-            whiteouts.push(rel.to_owned());
-        }
+    } else if is_whiteout(&meta) && mknod(dest, SFlag::S_IFCHR, Mode::empty(), 0).is_err() {
+        whiteouts.push(rel.to_owned());
     }
     Ok(())
 }
@@ -546,17 +536,15 @@ pub(crate) fn stage_line(s: &StageReport) -> String {
         return format!("{name:<22} not run (an earlier stage failed)");
     }
     let plural = if s.steps_ran == 1 { "" } else { "s" };
-    let counts = if s.interrupt.is_some() {
-        format!(
-            "{} operation{plural} would run, {} not",
-            s.steps_ran, s.steps_skipped
-        )
+    let (what, ran, skipped) = if s.interrupt.is_some() {
+        ("operation", "would run", "not")
     } else {
-        format!(
-            "{} step{plural} ran, {} skipped",
-            s.steps_ran, s.steps_skipped
-        )
+        ("step", "ran", "skipped")
     };
+    let counts = format!(
+        "{} {what}{plural} {ran}, {} {skipped}",
+        s.steps_ran, s.steps_skipped
+    );
     let code = s
         .exit_code
         .map_or_else(|| "-".to_owned(), |c| format!("exit {c}"));
