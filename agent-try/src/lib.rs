@@ -385,26 +385,25 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// outside (the keep directory is then one that LOWER holds, on purpose).
 fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
     let failed = |e: String| Error::Failed(format!("--keep {}: {e}", dir.display()));
-    let refuse = || {
-        Error::Failed(format!(
-            "--keep {}: inside the lower root {}, which is never written",
-            dir.display(),
-            lower.display()
-        ))
-    };
-    let inside_lower = |p: &Path| -> Result<bool, Error> {
+    let outside_lower = |p: &Path| -> Result<(), Error> {
         if lower == Path::new("/") {
-            return Ok(false);
+            return Ok(());
         }
-        if p.starts_with(lower) {
-            return Ok(true);
+        let inside = p.starts_with(lower) || {
+            let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+                .map(|t| mounts::parse_mountinfo(&t))
+                .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
+            let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
+            let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
+            dev == lower_dev && path.starts_with(lower_path)
+        };
+        if inside {
+            let lower = lower.display();
+            return Err(failed(format!(
+                "inside the lower root {lower}, which is never written"
+            )));
         }
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-            .map(|t| mounts::parse_mountinfo(&t))
-            .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
-        let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
-        let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
-        Ok(dev == lower_dev && path.starts_with(lower_path))
+        Ok(())
     };
     // Refused before anything is created: the nearest existing ancestor, links resolved.
     let absolute = std::path::absolute(dir).map_err(|e| failed(e.to_string()))?;
@@ -412,9 +411,7 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
         .ancestors()
         .find_map(|a| std::fs::canonicalize(a).ok())
         .unwrap_or_default();
-    if inside_lower(&existing)? {
-        return Err(refuse());
-    }
+    outside_lower(&existing)?;
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -427,9 +424,7 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
         Err(e) => return Err(failed(e.to_string())),
     }
     let dir = std::fs::canonicalize(dir).map_err(|e| failed(e.to_string()))?;
-    if inside_lower(&dir)? {
-        return Err(refuse());
-    }
+    outside_lower(&dir)?;
     // It holds copies of what the steps wrote: for its owner alone.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| failed(format!("chmod 0700: {e}")))?;

@@ -71,23 +71,13 @@ pub(crate) fn bind_read_only(source: &Path, target: &Path, recursive: bool) -> R
     })
 }
 
-/// `struct mount_attr` of mount_setattr(2).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 1;
-
 /// Make the mount at `target` read-only or writable; with `AT_RECURSIVE` in `flags`, every
 /// mount below it too (mount_setattr(2), Linux 5.12+).
 fn set_read_only(target: &Path, read_only: bool, flags: libc::c_uint) -> std::io::Result<()> {
-    let attr = MountAttr {
-        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
-        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
+    use libc::MOUNT_ATTR_RDONLY as RDONLY;
+    let attr = libc::mount_attr {
+        attr_set: if read_only { RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { RDONLY },
         propagation: 0,
         userns_fd: 0,
     };
@@ -102,7 +92,7 @@ fn set_read_only(target: &Path, read_only: bool, flags: libc::c_uint) -> std::io
             path.as_ptr(),
             flags,
             std::ptr::from_ref(&attr),
-            std::mem::size_of::<MountAttr>(),
+            std::mem::size_of::<libc::mount_attr>(),
         )
     };
     if rc == 0 {
