@@ -79,8 +79,7 @@ impl Verdict {
 /// [`super::SETUP_FAILED`] when the stage could not be confined: then nothing ran).
 pub(crate) fn run(mode: &str, copy_dir: &str, verdict_fd: i32) -> u8 {
     // SAFETY: the lifecycle passed this descriptor, open, to this process alone.
-    let verdict = unsafe { OwnedFd::from_raw_fd(verdict_fd) };
-    let mut verdict = File::from(verdict);
+    let mut verdict = unsafe { File::from_raw_fd(verdict_fd) };
     let _ = fcntl(&verdict, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     confine(mode, copy_dir, &mut verdict).unwrap_or_else(|e| cannot_confine(mode, &e))
 }

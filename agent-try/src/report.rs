@@ -284,14 +284,6 @@ fn is_opaque(path: &Path) -> bool {
 }
 
 impl Walk<'_> {
-    fn host(rel: &str) -> String {
-        if rel.is_empty() {
-            "/".into()
-        } else {
-            format!("/{rel}")
-        }
-    }
-
     /// The agent's own file, or a path below one of its directories.
     fn agent_category(&self, host: &str) -> Option<&'static str> {
         let under = |dir: &str| host == dir || host.starts_with(&format!("{dir}/"));
@@ -315,6 +307,7 @@ impl Walk<'_> {
         })
     }
 
+    /// The directory `rel` (a path below the layers' roots, `""` for the roots themselves).
     fn dir(&mut self, rel: &str) -> std::io::Result<()> {
         let udir = self.upper.join(rel);
         let mut names: Vec<_> = fs::read_dir(&udir)?
@@ -351,9 +344,10 @@ impl Walk<'_> {
         Ok(())
     }
 
+    /// `rel` (never `""`, as for [`Self::entry`]) was deleted.
     fn push_deleted(&mut self, rel: &str, lower: &fs::Metadata) {
         self.changes.push(Change {
-            path: Self::host(rel),
+            path: format!("/{rel}"),
             kind: "deleted".into(),
             r#type: type_name(lower).into(),
             mode_before: Some(mode(lower)),
@@ -362,8 +356,9 @@ impl Walk<'_> {
         });
     }
 
+    /// The entry `rel` of the upper layer (below the root, so never `""`; host path `/{rel}`).
     fn entry(&mut self, rel: &str) -> std::io::Result<()> {
-        let host = Self::host(rel);
+        let host = format!("/{rel}");
         if self.created.contains(&host) {
             return Ok(());
         }
