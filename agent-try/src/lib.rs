@@ -537,17 +537,8 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
 fn finish(json: bool, spec: &Spec, ended: &Ended) -> Outcome {
     // The sandbox rendered the report in both forms; it exists only if the lifecycle ran to
     // its end.
-    let report = std::fs::read(
-        spec.out
-            .join(if json { "report.json" } else { "report.txt" }),
-    )
-    .ok();
-    let keep_note = if spec.keep {
-        format!("; kept in {}", spec.out.display())
-    } else {
-        String::new()
-    };
-    let message = match (ended, report) {
+    let file = if json { "report.json" } else { "report.txt" };
+    let message = match (ended, std::fs::read(spec.out.join(file)).ok()) {
         (Ended::Exited(code), Some(report)) => {
             return Outcome::Report {
                 report: String::from_utf8_lossy(&report).into_owned(),
@@ -559,37 +550,34 @@ fn finish(json: bool, spec: &Spec, ended: &Ended) -> Outcome {
             return Outcome::NotSetUp;
         }
         (Ended::Exited(code), None) => format!(
-            "the sandbox ended before the lifecycle finished ({}); {}{keep_note}",
+            "the sandbox ended before the lifecycle finished ({})",
             match code {
                 c if *c > 128 => format!("its init was killed by signal {}", c - 128),
                 c => format!("exit code {c}"),
-            },
-            not_verified(spec)
+            }
         ),
         (Ended::Stopped(sig), _) => {
             let name = nix::sys::signal::Signal::try_from(*sig)
                 .map_or_else(|_| sig.to_string(), |s| s.as_str().to_owned());
-            format!(
-                "stopped by {name}: the sandbox and every process in it were discarded; \
-                 {}{keep_note}",
-                not_verified(spec)
-            )
+            format!("stopped by {name}: the sandbox and every process in it were discarded")
         }
     };
+    let keep_note = if spec.keep {
+        format!("; kept in {}", spec.out.display())
+    } else {
+        String::new()
+    };
+    // What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
+    // assumed).
     Outcome::Unfinished {
-        message,
+        message: format!(
+            "{message}; not verified after the run that the lower root {} was not written (the \
+             steps of each stage that started ran only after its mounts were checked read-only \
+             and locked){keep_note}",
+            spec.lower.display()
+        ),
         progress: progress(spec),
     }
-}
-
-/// What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
-/// assumed).
-fn not_verified(spec: &Spec) -> String {
-    format!(
-        "not verified after the run that the lower root {} was not written (the steps of each \
-         stage that started ran only after its mounts were checked read-only and locked)",
-        spec.lower.display()
-    )
 }
 
 /// The stages that finished before the sandbox ended, one line each.
