@@ -56,19 +56,16 @@ impl Verdict {
 
     pub(crate) fn parse(text: &str) -> Self {
         let mut v = Self::default();
-        for line in text.lines() {
-            let Some((when, rest)) = line.split_once(' ') else {
-                continue;
+        for (when, rest) in text.lines().filter_map(|line| line.split_once(' ')) {
+            let slot = match when {
+                "before" => &mut v.before,
+                "after" => &mut v.after,
+                _ => continue,
             };
-            let result = match rest.strip_prefix("ok ").map(str::parse) {
+            *slot = Some(match rest.strip_prefix("ok ").map(str::parse) {
                 Some(Ok(n)) => Ok(n),
                 _ => Err(rest.to_owned()),
-            };
-            match when {
-                "before" => v.before = Some(result),
-                "after" => v.after = Some(result),
-                _ => {}
-            }
+            });
         }
         v
     }

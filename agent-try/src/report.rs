@@ -103,9 +103,9 @@ impl StageReport {
 
     pub fn not_run(stage: &str) -> Self {
         Self {
+            stage: stage.to_owned(),
             result: "not-run".into(),
-            output: None,
-            ..Self::new(stage, Duration::ZERO, String::new())
+            ..Self::default()
         }
     }
 
