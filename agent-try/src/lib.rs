@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_core::Interrupt;
+use agent_core::host::errors::Chain;
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::Mode;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -186,20 +187,10 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         args.package_dir.display()
     )))?;
     let config_path = package_dir.join("config.json");
-    let (
-        PackageConfig {
-            package_name: pkg,
-            package_version: ver,
-            ..
-        },
-        _warnings,
-    ) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir")).map_err(|e| {
-        Error::Failed(format!(
-            "loading {}: {}",
-            config_path.display(),
-            agent_core::host::errors::Chain(&e)
-        ))
-    })?;
+    let skyhook_dir = package_dir.join("skyhook_dir");
+    let (config, _warnings) = PackageConfig::load(&config_path, &skyhook_dir)
+        .map_err(|e| Error::Failed(format!("loading {}: {}", config_path.display(), Chain(&e))))?;
+    let (pkg, ver) = (config.package_name, config.package_version);
     let lower = std::fs::canonicalize(args.root)
         .map_err(failed(format!("lower root {}", args.root.display())))?;
     if !lower.is_dir() {

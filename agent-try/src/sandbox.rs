@@ -80,12 +80,8 @@ fn unshare_all(spec: &Spec) -> Result<(), String> {
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
-    if spec.user_namespace {
-        flags |= CloneFlags::CLONE_NEWUSER;
-    }
-    if !spec.network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
+    flags.set(CloneFlags::CLONE_NEWUSER, spec.user_namespace);
+    flags.set(CloneFlags::CLONE_NEWNET, !spec.network);
     unshare(flags).map_err(|e| {
         let what = if spec.user_namespace {
             "user, mount, PID, IPC and UTS namespaces (not root: this kernel must allow \
