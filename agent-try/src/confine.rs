@@ -26,7 +26,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl, openat};
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MntFlags, MsFlags, umount2};
 use nix::sched::{CloneFlags, setns, unshare};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
@@ -56,19 +56,16 @@ impl Verdict {
 
     pub(crate) fn parse(text: &str) -> Self {
         let mut v = Self::default();
-        for line in text.lines() {
-            let Some((when, rest)) = line.split_once(' ') else {
-                continue;
+        for (when, rest) in text.lines().filter_map(|line| line.split_once(' ')) {
+            let slot = match when {
+                "before" => &mut v.before,
+                "after" => &mut v.after,
+                _ => continue,
             };
-            let result = match rest.strip_prefix("ok ").map(str::parse) {
+            *slot = Some(match rest.strip_prefix("ok ").map(str::parse) {
                 Some(Ok(n)) => Ok(n),
                 _ => Err(rest.to_owned()),
-            };
-            match when {
-                "before" => v.before = Some(result),
-                "after" => v.after = Some(result),
-                _ => {}
-            }
+            });
         }
         v
     }
@@ -79,8 +76,7 @@ impl Verdict {
 /// [`super::SETUP_FAILED`] when the stage could not be confined: then nothing ran).
 pub(crate) fn run(mode: &str, copy_dir: &str, verdict_fd: i32) -> u8 {
     // SAFETY: the lifecycle passed this descriptor, open, to this process alone.
-    let verdict = unsafe { OwnedFd::from_raw_fd(verdict_fd) };
-    let mut verdict = File::from(verdict);
+    let mut verdict = unsafe { File::from_raw_fd(verdict_fd) };
     let _ = fcntl(&verdict, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
     confine(mode, copy_dir, &mut verdict).unwrap_or_else(|e| cannot_confine(mode, &e))
 }
@@ -129,10 +125,7 @@ fn confine(mode: &str, copy_dir: &str, verdict: &mut File) -> Result<u8, String>
         Err(e) => Err(format!("fork of the stage's PID 1: {e}")),
         Ok(ForkResult::Child) => {
             drop((ready_r, go_w, proc));
-            let e = match enter_stage(&ready_w, &go_r, &argv, &envp) {
-                Ok(never) => match never {},
-                Err(e) => e,
-            };
+            let Err(e) = enter_stage(&ready_w, &go_r, &argv, &envp);
             std::process::exit(cannot_confine(mode, &e).into());
         }
         Ok(ForkResult::Parent { child }) => {
@@ -182,14 +175,9 @@ fn enter_stage(
     for private in [LOWER, OUT, PACKAGE, CONFIGMAPS] {
         umount2(private, MntFlags::MNT_DETACH).map_err(|e| format!("detaching {private}: {e}"))?;
     }
-    mount(
-        Some("tmpfs"),
-        PRIVATE,
-        Some("tmpfs"),
-        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("mode=0,size=4k"),
-    )
-    .map_err(|e| format!("covering {PRIVATE}: {e}"))?;
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOEXEC;
+    mounts::tmpfs(Path::new(PRIVATE), flags, "mode=0,size=4k")
+        .map_err(|e| format!("covering {PRIVATE}: {e}"))?;
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS)
         .map_err(|e| format!("unshare of a new user and mount namespace: {e}"))?;
     nix::unistd::write(ready, b"u").map_err(|e| e.to_string())?;

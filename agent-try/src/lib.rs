@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_core::Interrupt;
+use agent_core::host::errors::Chain;
 use agent_core::package::config::PackageConfig;
 use agent_core::package::step::Mode;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -181,29 +182,17 @@ pub fn run(options: &Options<'_>) -> Result<Outcome, Error> {
 
 /// Check every argument and stage the scratch directory. Nothing is started before this passes.
 fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
-    let package_dir = std::fs::canonicalize(args.package_dir).map_err(|e| {
-        Error::Failed(format!(
-            "package directory {}: {e}",
-            args.package_dir.display()
-        ))
-    })?;
+    let package_dir = std::fs::canonicalize(args.package_dir).map_err(failed(format!(
+        "package directory {}",
+        args.package_dir.display()
+    )))?;
     let config_path = package_dir.join("config.json");
-    let (
-        PackageConfig {
-            package_name: pkg,
-            package_version: ver,
-            ..
-        },
-        _warnings,
-    ) = PackageConfig::load(&config_path, &package_dir.join("skyhook_dir")).map_err(|e| {
-        Error::Failed(format!(
-            "loading {}: {}",
-            config_path.display(),
-            agent_core::host::errors::Chain(&e)
-        ))
-    })?;
+    let skyhook_dir = package_dir.join("skyhook_dir");
+    let (config, _warnings) = PackageConfig::load(&config_path, &skyhook_dir)
+        .map_err(|e| Error::Failed(format!("loading {}: {}", config_path.display(), Chain(&e))))?;
+    let (pkg, ver) = (config.package_name, config.package_version);
     let lower = std::fs::canonicalize(args.root)
-        .map_err(|e| Error::Failed(format!("lower root {}: {e}", args.root.display())))?;
+        .map_err(failed(format!("lower root {}", args.root.display())))?;
     if !lower.is_dir() {
         return Err(Error::Failed(format!(
             "lower root {} is not a directory",
@@ -238,14 +227,12 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
     }
     for payload in args.interrupts {
         let usage = |e: &dyn std::fmt::Display| Error::Usage(format!("--interrupt {payload}: {e}"));
-        let decoded =
-            <dyn Interrupt>::from_json_bytes(payload.as_bytes()).map_err(|e| usage(&e))?;
-        decoded
-            .interrupt
-            .validate_payload()
-            .map_err(|e| usage(&e))?;
+        let interrupt = <dyn Interrupt>::from_json_bytes(payload.as_bytes())
+            .map_err(|e| usage(&e))?
+            .interrupt;
+        interrupt.validate_payload().map_err(|e| usage(&e))?;
         plan.push(Item::Interrupt {
-            payload: decoded.interrupt.to_json(),
+            payload: interrupt.to_json(),
         });
         for mode in ["post-interrupt", "post-interrupt-check"] {
             plan.push(Item::Stage {
@@ -277,7 +264,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
     let cm_dir = scratch_path.join("configmaps");
     std::fs::create_dir(&cm_dir)
         .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
-        .map_err(|e| Error::Failed(format!("creating {}: {e}", cm_dir.display())))?;
+        .map_err(failed(format!("creating {}", cm_dir.display())))?;
     let mut configmaps = Vec::new();
     for nf in args.configmaps {
         let Some((name, file)) = nf.split_once('=') else {
@@ -298,8 +285,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         (keep_dir(dir, &lower)?, true)
     } else {
         let dir = scratch_path.join("out");
-        std::fs::create_dir(&dir)
-            .map_err(|e| Error::Failed(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir(&dir).map_err(failed(format!("creating {}", dir.display())))?;
         (dir, false)
     };
 
@@ -324,7 +310,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         &file,
         serde_json::to_vec(&spec).expect("the spec serializes"),
     )
-    .map_err(|e| Error::Failed(format!("writing {}: {e}", file.display())))?;
+    .map_err(failed(format!("writing {}", file.display())))?;
     Ok((spec, scratch))
 }
 
@@ -332,7 +318,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
 /// a usage error, refused before it is opened (SPEC §5): a FIFO would block the read forever.
 fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let failed = |e: std::io::Error| {
+    let reading = |e: std::io::Error| {
         Error::Failed(format!(
             "--configmap {name}: reading {}: {e}",
             file.display()
@@ -348,36 +334,38 @@ fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
             file_kind(meta.file_type())
         )))
     };
-    regular(std::fs::metadata(file).map_err(failed)?)?;
+    regular(std::fs::metadata(file).map_err(reading)?)?;
     // Non-blocking, in case it was replaced by a FIFO since.
     let mut src = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(file)
-        .map_err(failed)?;
-    regular(src.metadata().map_err(failed)?)?;
-    let mut to = std::fs::File::create_new(dest)
-        .map_err(|e| Error::Failed(format!("creating {}: {e}", dest.display())))?;
-    std::io::copy(&mut src, &mut to).map_err(failed)?;
+        .map_err(reading)?;
+    regular(src.metadata().map_err(reading)?)?;
+    let mut to =
+        std::fs::File::create_new(dest).map_err(failed(format!("creating {}", dest.display())))?;
+    std::io::copy(&mut src, &mut to).map_err(reading)?;
     Ok(())
+}
+
+/// `Error::Failed` with `context` before the cause.
+fn failed<E: std::fmt::Display>(context: String) -> impl FnOnce(E) -> Error {
+    move |e| Error::Failed(format!("{context}: {e}"))
 }
 
 /// What a file that is not a regular one is, for an error message.
 fn file_kind(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt as _;
-    if t.is_dir() {
-        "is a directory"
-    } else if t.is_fifo() {
-        "is a FIFO"
-    } else if t.is_socket() {
-        "is a socket"
-    } else if t.is_char_device() {
-        "is a character device"
-    } else if t.is_block_device() {
-        "is a block device"
-    } else {
-        "is not a regular file"
-    }
+    [
+        (t.is_dir(), "is a directory"),
+        (t.is_fifo(), "is a FIFO"),
+        (t.is_socket(), "is a socket"),
+        (t.is_char_device(), "is a character device"),
+        (t.is_block_device(), "is a block device"),
+    ]
+    .into_iter()
+    .find_map(|(is, kind)| is.then_some(kind))
+    .unwrap_or("is not a regular file")
 }
 
 /// The `--keep` directory: new or empty, outside the lower root, mode 0700.
@@ -388,26 +376,25 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// outside (the keep directory is then one that LOWER holds, on purpose).
 fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
     let failed = |e: String| Error::Failed(format!("--keep {}: {e}", dir.display()));
-    let refuse = || {
-        Error::Failed(format!(
-            "--keep {}: inside the lower root {}, which is never written",
-            dir.display(),
-            lower.display()
-        ))
-    };
-    let inside_lower = |p: &Path| -> Result<bool, Error> {
+    let outside_lower = |p: &Path| -> Result<(), Error> {
         if lower == Path::new("/") {
-            return Ok(false);
+            return Ok(());
         }
-        if p.starts_with(lower) {
-            return Ok(true);
+        let inside = p.starts_with(lower) || {
+            let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+                .map(|t| mounts::parse_mountinfo(&t))
+                .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
+            let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
+            let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
+            dev == lower_dev && path.starts_with(lower_path)
+        };
+        if inside {
+            let lower = lower.display();
+            return Err(failed(format!(
+                "inside the lower root {lower}, which is never written"
+            )));
         }
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-            .map(|t| mounts::parse_mountinfo(&t))
-            .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
-        let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
-        let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
-        Ok(dev == lower_dev && path.starts_with(lower_path))
+        Ok(())
     };
     // Refused before anything is created: the nearest existing ancestor, links resolved.
     let absolute = std::path::absolute(dir).map_err(|e| failed(e.to_string()))?;
@@ -415,9 +402,7 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
         .ancestors()
         .find_map(|a| std::fs::canonicalize(a).ok())
         .unwrap_or_default();
-    if inside_lower(&existing)? {
-        return Err(refuse());
-    }
+    outside_lower(&existing)?;
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -430,9 +415,7 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
         Err(e) => return Err(failed(e.to_string())),
     }
     let dir = std::fs::canonicalize(dir).map_err(|e| failed(e.to_string()))?;
-    if inside_lower(&dir)? {
-        return Err(refuse());
-    }
+    outside_lower(&dir)?;
     // It holds copies of what the steps wrote: for its owner alone.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| failed(format!("chmod 0700: {e}")))?;
@@ -445,12 +428,12 @@ struct Scratch(PathBuf);
 impl Scratch {
     fn new() -> Result<Self, Error> {
         let template = std::env::temp_dir().join("agent-try-XXXXXX");
-        nix::unistd::mkdtemp(&template).map(Self).map_err(|e| {
-            Error::Failed(format!(
-                "creating a scratch directory {}: {e}",
+        nix::unistd::mkdtemp(&template)
+            .map(Self)
+            .map_err(failed(format!(
+                "creating a scratch directory {}",
                 template.display()
-            ))
-        })
+            )))
     }
 }
 
@@ -526,19 +509,17 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
         .spawn()
         .map_err(|e| format!("starting the sandbox process: {e}"))?;
     loop {
-        if let Some(status) = child
+        let status = child
             .try_wait()
-            .map_err(|e| format!("waiting for the sandbox: {e}"))?
-        {
-            if let Some(sig) = stopped.received() {
-                return Ok(Ended::Stopped(sig));
-            }
-            return Ok(Ended::Exited(exit_code(status)));
-        }
+            .map_err(|e| format!("waiting for the sandbox: {e}"))?;
         if let Some(sig) = stopped.received() {
+            // Both do nothing once it has been reaped.
             let _ = child.kill();
             let _ = child.wait();
             return Ok(Ended::Stopped(sig));
+        }
+        if let Some(status) = status {
+            return Ok(Ended::Exited(exit_code(status)));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -547,17 +528,8 @@ fn supervise(spec: &Spec, stopped: &StopFlag) -> Result<Ended, String> {
 fn finish(json: bool, spec: &Spec, ended: &Ended) -> Outcome {
     // The sandbox rendered the report in both forms; it exists only if the lifecycle ran to
     // its end.
-    let report = std::fs::read(
-        spec.out
-            .join(if json { "report.json" } else { "report.txt" }),
-    )
-    .ok();
-    let keep_note = if spec.keep {
-        format!("; kept in {}", spec.out.display())
-    } else {
-        String::new()
-    };
-    let message = match (ended, report) {
+    let file = if json { "report.json" } else { "report.txt" };
+    let message = match (ended, std::fs::read(spec.out.join(file)).ok()) {
         (Ended::Exited(code), Some(report)) => {
             return Outcome::Report {
                 report: String::from_utf8_lossy(&report).into_owned(),
@@ -569,41 +541,33 @@ fn finish(json: bool, spec: &Spec, ended: &Ended) -> Outcome {
             return Outcome::NotSetUp;
         }
         (Ended::Exited(code), None) => format!(
-            "the sandbox ended before the lifecycle finished ({}); {}{keep_note}",
-            describe_end(*code),
-            not_verified(spec)
+            "the sandbox ended before the lifecycle finished ({})",
+            match code {
+                c if *c > 128 => format!("its init was killed by signal {}", c - 128),
+                c => format!("exit code {c}"),
+            }
         ),
         (Ended::Stopped(sig), _) => {
             let name = nix::sys::signal::Signal::try_from(*sig)
                 .map_or_else(|_| sig.to_string(), |s| s.as_str().to_owned());
-            format!(
-                "stopped by {name}: the sandbox and every process in it were discarded; \
-                 {}{keep_note}",
-                not_verified(spec)
-            )
+            format!("stopped by {name}: the sandbox and every process in it were discarded")
         }
     };
+    let keep_note = if spec.keep {
+        format!("; kept in {}", spec.out.display())
+    } else {
+        String::new()
+    };
+    // What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
+    // assumed).
     Outcome::Unfinished {
-        message,
+        message: format!(
+            "{message}; not verified after the run that the lower root {} was not written (the \
+             steps of each stage that started ran only after its mounts were checked read-only \
+             and locked){keep_note}",
+            spec.lower.display()
+        ),
         progress: progress(spec),
-    }
-}
-
-/// What a run that did not reach its report can say about LOWER (SPEC §1.6: measured, never
-/// assumed).
-fn not_verified(spec: &Spec) -> String {
-    format!(
-        "not verified after the run that the lower root {} was not written (the steps of each \
-         stage that started ran only after its mounts were checked read-only and locked)",
-        spec.lower.display()
-    )
-}
-
-/// What ended the sandbox process, from its exit code.
-fn describe_end(code: i32) -> String {
-    match code {
-        c if c > 128 => format!("its init was killed by signal {}", c - 128),
-        c => format!("exit code {c}"),
     }
 }
 

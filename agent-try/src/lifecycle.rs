@@ -41,33 +41,31 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
         copy_dir: spec.copy_dir.clone(),
         resource_id: spec.resource_id.clone(),
         network: if spec.network { "host" } else { "none" }.to_owned(),
-        result: "succeeded".into(),
-        error: None,
-        stages: Vec::new(),
-        interrupts: Vec::new(),
-        changes: Vec::new(),
-        agent_state: report::AgentState::default(),
         kept: spec.keep.then(|| spec.out.display().to_string()),
-        isolation: Isolation::default(),
+        ..Report::default()
     };
-    let mut checks = Checks::default();
+    // Why the stages that are not verified are not, stage by stage.
+    let mut unverified = Vec::new();
     let env = environment(spec);
     if let Err(e) = stage_package(spec) {
-        report.result = "failed".into();
         report.error = Some(format!("staging the package: {e}"));
     }
     let mut index = 0;
     let mut failed = report.error.is_some();
     for item in &spec.plan {
         if failed {
-            report.stages.push(StageReport::not_run(&item_name(item)));
+            let name = match item {
+                Item::Stage { mode } => mode,
+                Item::Interrupt { .. } => "interrupt",
+            };
+            report.stages.push(StageReport::not_run(name));
             continue;
         }
         index += 1;
         let stage = match item {
             Item::Stage { mode } => {
                 let (stage, verdict) = run_stage(spec, &env, index, mode);
-                checks.add(mode, &verdict);
+                unverified.extend(why_unverified(mode, &verdict));
                 stage
             }
             Item::Interrupt { payload } => {
@@ -80,27 +78,27 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
         append_progress(&stage);
         report.stages.push(stage);
     }
-    if failed {
-        report.result = "failed".into();
-    }
-    report.isolation = checks.isolation();
-    match report::changes(
-        Path::new(LOWER),
-        Path::new(UPPER),
-        &report::Exclusions {
-            created,
-            copy_dir: &spec.copy_dir,
+    report.isolation = Isolation {
+        verified: unverified.is_empty(),
+        detail: if unverified.is_empty() {
+            "every mount of a filesystem of this machine that the steps could reach was \
+             read-only and locked, checked before and after each stage"
+                .to_owned()
+        } else {
+            unverified.join("; ")
         },
-    ) {
+    };
+    match report::changes(Path::new(LOWER), Path::new(UPPER), created, &spec.copy_dir) {
         Ok((changes, state)) => {
             report.changes = changes;
             report.agent_state = state;
         }
         Err(e) => {
-            report.result = "failed".into();
+            failed = true;
             report.error = Some(format!("reading the upper layer: {e}"));
         }
     }
+    report.result = if failed { "failed" } else { "succeeded" }.into();
     if spec.keep {
         if let Err(e) = report::copy_upper(Path::new(UPPER), &Path::new(OUT).join("upper")) {
             report
@@ -122,65 +120,34 @@ pub(crate) fn run(spec: &Spec, created: &[String], document: fn(&Report) -> Stri
     i32::from(report.result != "succeeded")
 }
 
-/// What the stage runners measured, stage by stage.
-#[derive(Default)]
-struct Checks {
-    /// Why the others could not be verified.
-    unverified: Vec<String>,
-}
-
-impl Checks {
-    fn add(&mut self, mode: &str, v: &Verdict) {
-        match (&v.before, &v.after) {
-            // Verified, or refused before anything ran.
-            (None | Some(Err(_)), _) | (Some(Ok(_)), Some(Ok(_))) => {}
-            (Some(Ok(_)), Some(Err(problem))) => {
-                self.unverified
-                    .push(format!("{mode}: after the stage, {problem}"));
-            }
-            (Some(Ok(_)), None) => self.unverified.push(format!(
-                "{mode}: the stage runner ended before its check after the stage"
-            )),
-        }
-    }
-
-    fn isolation(&self) -> Isolation {
-        if self.unverified.is_empty() {
-            Isolation {
-                verified: true,
-                detail: "every mount of a filesystem of this machine that the steps could \
-                         reach was read-only and locked, checked before and after each stage"
-                    .to_owned(),
-            }
-        } else {
-            Isolation {
-                verified: false,
-                detail: self.unverified.join("; "),
-            }
-        }
+/// Why what the stage runner of `mode` measured does not verify the stage: `None` when it
+/// does, or when the stage was refused before anything ran.
+fn why_unverified(mode: &str, v: &Verdict) -> Option<String> {
+    match (&v.before, &v.after) {
+        (Some(Ok(_)), Some(Err(problem))) => Some(format!("{mode}: after the stage, {problem}")),
+        (Some(Ok(_)), None) => Some(format!(
+            "{mode}: the stage runner ended before its check after the stage"
+        )),
+        _ => None,
     }
 }
 
-/// Replace the sandbox's boot ID with `id` (a simulated reboot): bind a file holding it over
-/// the overlay's `/proc/sys/kernel/random/boot_id`, here for the interrupts, and in each later
-/// stage's own procfs (the stage runner binds the same file).
-fn set_boot_id(id: &str) -> Result<(), String> {
+/// Give the sandbox a new boot ID (a simulated reboot) and return it: bind a file holding it
+/// over the overlay's `/proc/sys/kernel/random/boot_id`, here for the interrupts, and in each
+/// later stage's own procfs (the stage runner binds the same file).
+fn new_boot_id() -> Result<String, String> {
+    let id = fs::read_to_string("/proc/sys/kernel/random/uuid")
+        .map_err(|e| format!("reading /proc/sys/kernel/random/uuid: {e}"))?;
+    let id = id.trim();
     fs::write(BOOT_ID, format!("{id}\n")).map_err(|e| format!("writing {BOOT_ID}: {e}"))?;
-    mounts::bind_boot_id(Path::new(BOOT_ID), &Path::new(MERGED).join("proc"))
-}
-
-fn item_name(item: &Item) -> String {
-    match item {
-        Item::Stage { mode } => mode.clone(),
-        Item::Interrupt { .. } => "interrupt".into(),
-    }
+    mounts::bind_boot_id(Path::new(BOOT_ID), &Path::new(MERGED).join("proc"))?;
+    Ok(id.to_owned())
 }
 
 /// What the operator gives a package pod (SPEC §13), then the author's `--env`. Not `agent
 /// try`'s own environment: a run depends on nothing but its arguments.
 fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
-    for (k, v) in [
+    let pod = [
         (
             "PATH",
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -191,11 +158,11 @@ fn environment(spec: &Spec) -> Vec<(OsString, OsString)> {
         ("SKYHOOK_LOG_DIR", LOG_DIR),
         ("COPY_RESOLV", "false"),
         ("SKYHOOK_NODE_ORDER", "0"),
-    ] {
-        env.push((k.into(), v.into()));
-    }
-    for (k, v) in &spec.env {
-        env.retain(|(name, _)| name != k.as_str());
+    ];
+    let author = spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    for (k, v) in pod.into_iter().chain(author) {
+        env.retain(|(name, _)| name != k);
         env.push((k.into(), v.into()));
     }
     env
@@ -260,23 +227,18 @@ fn run_stage(
     let mut stage = StageReport::new(mode, duration, name);
     let verdict = match ran {
         Ok((code, verdict)) => {
-            stage.exit_code = Some(code);
-            stage.result = if code == 0 { "succeeded" } else { "failed" }.into();
-            if verdict.before.is_none() || matches!(verdict.before, Some(Err(_))) {
-                stage.error = Some(format!(
-                    "the stage could not be confined; nothing was run{}",
-                    match &verdict.before {
-                        Some(Err(problem)) => format!(": {problem}"),
-                        _ => String::new(),
-                    }
-                ));
-                stage.exit_code = None;
-                stage.result = "failed".into();
+            const NOT_CONFINED: &str = "the stage could not be confined; nothing was run";
+            match &verdict.before {
+                Some(Ok(_)) => {
+                    stage.exit_code = Some(code);
+                    stage.result = if code == 0 { "succeeded" } else { "failed" }.into();
+                }
+                Some(Err(problem)) => stage.error = Some(format!("{NOT_CONFINED}: {problem}")),
+                None => stage.error = Some(NOT_CONFINED.into()),
             }
             verdict
         }
         Err(e) => {
-            stage.result = "failed".into();
             stage.error = Some(format!("starting the stage runner: {e}"));
             Verdict::default()
         }
@@ -368,12 +330,8 @@ fn run_interrupt(
     let started = Instant::now();
     let (path, name) = output_file(index, "interrupt");
     let mut interrupt = InterruptReport {
-        r#type: String::new(),
         payload: payload.to_owned(),
-        result: "failed".into(),
-        operations: Vec::new(),
-        simulated_reboot: None,
-        error: None,
+        ..InterruptReport::default()
     };
     let result = simulate(spec, env, payload, &mut interrupt);
     let mut stage = StageReport::new("interrupt", started.elapsed(), name);
@@ -388,20 +346,16 @@ fn run_interrupt(
     for op in &interrupt.operations {
         let _ = writeln!(log, "{}: {} ({})", op.operation, op.what(), op.reason);
     }
+    stage.exit_code = Some(i32::from(result.is_err()));
     match result {
-        Ok(()) => {
-            interrupt.result = "succeeded".into();
-            stage.result = "succeeded".into();
-            stage.exit_code = Some(0);
-        }
+        Ok(()) => stage.result = "succeeded".into(),
         Err(e) => {
             let _ = writeln!(log, "error: {e}");
             interrupt.error = Some(e.clone());
-            stage.result = "failed".into();
-            stage.exit_code = Some(1);
             stage.error = Some(e);
         }
     }
+    interrupt.result.clone_from(&stage.result);
     let _ = fs::write(&path, log);
     (stage, interrupt)
 }
@@ -455,42 +409,29 @@ fn simulate(
             });
         }
         let runner = Arc::new(Simulated(Mutex::new(queue)));
-        // A dry run's settings (nothing printed, no timeouts), with a runner that answers.
-        let settings = |runner: Arc<Simulated>| {
+        // A dry run (nothing printed, no timeouts), with a runner that answers.
+        let run = async |runner: Arc<Simulated>| {
             let mut settings = plan::dry_settings(&fs, &rt, &rid, copy_dir, env.to_vec());
             settings.exec.runner = runner;
-            settings
+            let run = runner::run(settings, interrupt.as_ref()).await;
+            run.result.map_err(|e| Chain(&e).to_string())
         };
-        let run = runner::run(settings(runner.clone()), interrupt.as_ref()).await;
-        match run.result.map_err(|e| Chain(&e).to_string())? {
+        if run(runner.clone()).await? == InterruptOutcome::Completed {
+            return Ok(());
+        }
+        // The reboot "happened": a new boot ID, then the protocol completes the pending
+        // operation as the next run after a real reboot does.
+        report.simulated_reboot = Some(report::SimulatedReboot {
+            boot_id_before: read_boot_id(&fs).map_err(|e| e.to_string())?,
+            boot_id_after: new_boot_id()?,
+        });
+        match run(runner).await? {
             InterruptOutcome::Completed => Ok(()),
             InterruptOutcome::ShutdownInProgress => {
-                // The reboot "happened": a new boot ID, then the protocol completes the
-                // pending operation as the next run after a real reboot does.
-                let before = read_boot_id(&fs).map_err(|e| e.to_string())?;
-                let after = new_boot_id()?;
-                set_boot_id(&after)?;
-                report.simulated_reboot = Some(report::SimulatedReboot {
-                    boot_id_before: before,
-                    boot_id_after: after,
-                });
-                let run = runner::run(settings(runner), interrupt.as_ref()).await;
-                match run.result.map_err(|e| Chain(&e).to_string())? {
-                    InterruptOutcome::Completed => Ok(()),
-                    InterruptOutcome::ShutdownInProgress => Err(
-                        "the operation asked for a reboot again after the simulated reboot"
-                            .to_owned(),
-                    ),
-                }
+                Err("the operation asked for a reboot again after the simulated reboot".to_owned())
             }
         }
     })
-}
-
-fn new_boot_id() -> Result<String, String> {
-    fs::read_to_string("/proc/sys/kernel/random/uuid")
-        .map(|s| s.trim().to_owned())
-        .map_err(|e| format!("reading /proc/sys/kernel/random/uuid: {e}"))
 }
 
 /// Runs nothing: for each command the plan said would run, in order, it answers as the

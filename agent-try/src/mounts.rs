@@ -35,17 +35,22 @@ pub(crate) fn make_private() -> Result<(), String> {
 }
 
 pub(crate) fn mkdir(p: &Path) -> Result<(), String> {
-    match fs::DirBuilder::new().recursive(true).mode(0o755).create(p) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(format!("creating {}: {e}", p.display())),
-    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(p)
+        .map_err(|e| format!("creating {}: {e}", p.display()))
+}
+
+/// A tmpfs at `target`, `nosuid` and `nodev`, and with `flags`.
+pub(crate) fn tmpfs(target: &Path, flags: MsFlags, options: &str) -> nix::Result<()> {
+    let flags = flags | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount(Some("tmpfs"), target, Some("tmpfs"), flags, Some(options))
 }
 
 pub(crate) fn bind(source: &Path, target: &Path, recursive: bool) -> Result<(), String> {
     let mut flags = MsFlags::MS_BIND;
-    if recursive {
-        flags |= MsFlags::MS_REC;
-    }
+    flags.set(MsFlags::MS_REC, recursive);
     mount(Some(source), target, None::<&str>, flags, None::<&str>).map_err(|e| {
         format!(
             "bind-mounting {} on {}: {e}",
@@ -58,31 +63,21 @@ pub(crate) fn bind(source: &Path, target: &Path, recursive: bool) -> Result<(), 
 /// A bind of `source` on `target`, read-only with every mount below it.
 pub(crate) fn bind_read_only(source: &Path, target: &Path, recursive: bool) -> Result<(), String> {
     bind(source, target, recursive)?;
-    read_only(target)
+    set_read_only(target, true, libc::AT_RECURSIVE as libc::c_uint).map_err(|e| {
+        format!(
+            "making {} read-only (mount_setattr, Linux 5.12+): {e}",
+            target.display()
+        )
+    })
 }
-
-/// `struct mount_attr` of mount_setattr(2).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 1;
 
 /// Make the mount at `target` read-only or writable; with `AT_RECURSIVE` in `flags`, every
 /// mount below it too (mount_setattr(2), Linux 5.12+).
 fn set_read_only(target: &Path, read_only: bool, flags: libc::c_uint) -> std::io::Result<()> {
-    let (attr_set, attr_clr) = if read_only {
-        (MOUNT_ATTR_RDONLY, 0)
-    } else {
-        (0, MOUNT_ATTR_RDONLY)
-    };
-    let attr = MountAttr {
-        attr_set,
-        attr_clr,
+    use libc::MOUNT_ATTR_RDONLY as RDONLY;
+    let attr = libc::mount_attr {
+        attr_set: if read_only { RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { RDONLY },
         propagation: 0,
         userns_fd: 0,
     };
@@ -97,7 +92,7 @@ fn set_read_only(target: &Path, read_only: bool, flags: libc::c_uint) -> std::io
             path.as_ptr(),
             flags,
             std::ptr::from_ref(&attr),
-            std::mem::size_of::<MountAttr>(),
+            std::mem::size_of::<libc::mount_attr>(),
         )
     };
     if rc == 0 {
@@ -105,16 +100,6 @@ fn set_read_only(target: &Path, read_only: bool, flags: libc::c_uint) -> std::io
     } else {
         Err(std::io::Error::last_os_error())
     }
-}
-
-/// Make the mount at `target` and every mount below it read-only.
-pub(crate) fn read_only(target: &Path) -> Result<(), String> {
-    set_read_only(target, true, libc::AT_RECURSIVE as libc::c_uint).map_err(|e| {
-        format!(
-            "making {} read-only (mount_setattr, Linux 5.12+): {e}",
-            target.display()
-        )
-    })
 }
 
 /// Try to make the mount at `target` writable. A mount that came into a less privileged mount

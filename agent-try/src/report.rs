@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use agent_core::state::results::OperationResult;
+use nix::sys::stat::{Mode, SFlag, mknod};
 use serde::Serialize;
 
 use super::{LOG_DIR, STATE_DIR};
@@ -23,7 +24,7 @@ const DIFF_LIMIT: u64 = 64 * 1024;
 
 /// The whole report; `--format json` prints it as is, a JSON document (docs/try.md lists the
 /// fields).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub(crate) package: String,
     pub(crate) version: String,
@@ -54,7 +55,7 @@ pub(crate) struct Isolation {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct StageReport {
     /// The MODE, or `interrupt`.
     pub stage: String,
@@ -93,24 +94,18 @@ impl StageReport {
     pub fn new(stage: &str, duration: Duration, output: String) -> Self {
         Self {
             stage: stage.to_owned(),
-            interrupt: None,
             result: "failed".into(),
-            exit_code: None,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            steps_ran: 0,
-            steps_skipped: 0,
-            steps: Vec::new(),
             output: Some(output),
-            error: None,
-            output_tail: None,
+            ..Self::default()
         }
     }
 
     pub fn not_run(stage: &str) -> Self {
         Self {
+            stage: stage.to_owned(),
             result: "not-run".into(),
-            output: None,
-            ..Self::new(stage, Duration::ZERO, String::new())
+            ..Self::default()
         }
     }
 
@@ -132,7 +127,7 @@ impl StageReport {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct InterruptReport {
     pub r#type: String,
     /// Canonical JSON.
@@ -174,7 +169,7 @@ pub(crate) struct SimulatedReboot {
 }
 
 /// One change on the host.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Change {
     /// Host path.
     pub path: String,
@@ -205,62 +200,55 @@ pub(crate) struct AgentState {
     pub paths: Vec<String>,
 }
 
-/// What the walk leaves out of the changes, besides the agent's state and log directories.
-pub(crate) struct Exclusions<'a> {
-    /// Mount points the sandbox created in the upper layer.
-    pub created: &'a [String],
-    /// COPY_DIR (a host path).
-    pub copy_dir: &'a str,
-}
-
-/// Walk `upper` against `lower`.
+/// Walk `upper` against `lower`. Left out of the changes, besides the agent's state and log
+/// directories: the mount points the sandbox `created` in the upper layer, and `copy_dir`
+/// (COPY_DIR, a host path).
 pub(crate) fn changes(
     lower: &Path,
     upper: &Path,
-    ex: &Exclusions<'_>,
+    created: &[String],
+    copy_dir: &str,
 ) -> std::io::Result<(Vec<Change>, AgentState)> {
     let mut out = Walk {
         lower,
         upper,
-        ex,
+        created,
+        copy_dir,
         changes: Vec::new(),
         state: AgentState::default(),
     };
     out.dir("")?;
     // A directory added only to hold the agent's state (e.g. /var/lib/skyhook) is the agent's.
-    let kept: Vec<Change> =
-        out.changes
-            .iter()
-            .filter(|c| {
-                !(c.kind == "added"
-                    && c.r#type == "dir"
-                    && holds_agent_dir(c)
-                    && !out.changes.iter().any(|o| {
-                        o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o)
-                    }))
-            })
-            .cloned()
-            .collect();
+    let kept: Vec<Change> = out
+        .changes
+        .iter()
+        .filter(|c| {
+            !is_ancestor_dir(c)
+                || out
+                    .changes
+                    .iter()
+                    .any(|o| o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o))
+        })
+        .cloned()
+        .collect();
     Ok((kept, out.state))
 }
 
-/// Whether `c` is a directory on the way to the agent's state or log directory.
-fn holds_agent_dir(c: &Change) -> bool {
-    let prefix = format!("{}/", c.path);
-    [STATE_DIR, LOG_DIR]
-        .iter()
-        .any(|d| *d == c.path || d.starts_with(&prefix))
-}
-
-/// An added directory on the way to an agent directory.
+/// An added directory on the way to the agent's state or log directory.
 fn is_ancestor_dir(c: &Change) -> bool {
-    c.kind == "added" && c.r#type == "dir" && holds_agent_dir(c)
+    let prefix = format!("{}/", c.path);
+    c.kind == "added"
+        && c.r#type == "dir"
+        && [STATE_DIR, LOG_DIR]
+            .iter()
+            .any(|d| *d == c.path || d.starts_with(&prefix))
 }
 
 struct Walk<'a> {
     lower: &'a Path,
     upper: &'a Path,
-    ex: &'a Exclusions<'a>,
+    created: &'a [String],
+    copy_dir: &'a str,
     changes: Vec<Change>,
     state: AgentState,
 }
@@ -289,31 +277,20 @@ fn is_whiteout(meta: &fs::Metadata) -> bool {
 fn is_opaque(path: &Path) -> bool {
     ["trusted.overlay.opaque", "user.overlay.opaque"]
         .iter()
-        .any(|name| xattr(path, name).is_some_and(|v| v == b"y"))
-}
-
-fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    let mut buf = [0u8; 16];
-    let len = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
-    Some(buf[..len].to_vec())
+        .any(|name| {
+            let mut buf = [0u8; 16];
+            rustix::fs::lgetxattr(path, *name, &mut buf[..]).is_ok_and(|len| buf[..len] == *b"y")
+        })
 }
 
 impl Walk<'_> {
-    fn host(rel: &str) -> String {
-        if rel.is_empty() {
-            "/".into()
-        } else {
-            format!("/{rel}")
-        }
-    }
-
     /// The agent's own file, or a path below one of its directories.
     fn agent_category(&self, host: &str) -> Option<&'static str> {
         let under = |dir: &str| host == dir || host.starts_with(&format!("{dir}/"));
         if under(LOG_DIR) {
             return Some("logs");
         }
-        if under(self.ex.copy_dir) {
+        if under(self.copy_dir) {
             return Some("package");
         }
         let rest = host.strip_prefix(&format!("{STATE_DIR}/"))?;
@@ -330,6 +307,7 @@ impl Walk<'_> {
         })
     }
 
+    /// The directory `rel` (a path below the layers' roots, `""` for the roots themselves).
     fn dir(&mut self, rel: &str) -> std::io::Result<()> {
         let udir = self.upper.join(rel);
         let mut names: Vec<_> = fs::read_dir(&udir)?
@@ -366,23 +344,22 @@ impl Walk<'_> {
         Ok(())
     }
 
+    /// `rel` (never `""`, as for [`Self::entry`]) was deleted.
     fn push_deleted(&mut self, rel: &str, lower: &fs::Metadata) {
         self.changes.push(Change {
-            path: Self::host(rel),
+            path: format!("/{rel}"),
             kind: "deleted".into(),
             r#type: type_name(lower).into(),
             mode_before: Some(mode(lower)),
-            mode_after: None,
-            content_changed: None,
             size: lower.is_file().then_some(lower.len()),
-            target: None,
-            diff: None,
+            ..Change::default()
         });
     }
 
+    /// The entry `rel` of the upper layer (below the root, so never `""`; host path `/{rel}`).
     fn entry(&mut self, rel: &str) -> std::io::Result<()> {
-        let host = Self::host(rel);
-        if self.ex.created.contains(&host) {
+        let host = format!("/{rel}");
+        if self.created.contains(&host) {
             return Ok(());
         }
         let upath = self.upper.join(rel);
@@ -415,20 +392,13 @@ impl Walk<'_> {
             path: host,
             kind: "added".into(),
             r#type: ty.into(),
-            mode_before: None,
             mode_after: (ty != "symlink").then(|| mode(&umeta)),
-            content_changed: None,
             size: umeta.is_file().then_some(umeta.len()),
             target,
-            diff: None,
+            ..Change::default()
         };
         match lmeta {
-            None => {
-                self.changes.push(base);
-                if umeta.is_dir() {
-                    self.dir(rel)?;
-                }
-            }
+            None => self.changes.push(base),
             Some(l) => {
                 let same_type = type_name(&l) == ty;
                 let content_changed = !same_type
@@ -450,10 +420,10 @@ impl Walk<'_> {
                         ..base
                     });
                 }
-                if umeta.is_dir() {
-                    self.dir(rel)?;
-                }
             }
+        }
+        if umeta.is_dir() {
+            self.dir(rel)?;
         }
         Ok(())
     }
@@ -545,16 +515,8 @@ fn copy_tree(
         std::os::unix::fs::symlink(fs::read_link(src)?, dest)?;
     } else if t.is_file() {
         copy_file(src, dest)?;
-    } else if is_whiteout(&meta) {
-        let made = nix::sys::stat::mknod(
-            dest,
-            nix::sys::stat::SFlag::S_IFCHR,
-            nix::sys::stat::Mode::empty(),
-            0,
-        );
-        if made.is_err() {
-            whiteouts.push(rel.to_owned());
-        }
+    } else if is_whiteout(&meta) && mknod(dest, SFlag::S_IFCHR, Mode::empty(), 0).is_err() {
+        whiteouts.push(rel.to_owned());
     }
     Ok(())
 }
@@ -569,17 +531,15 @@ pub(crate) fn stage_line(s: &StageReport) -> String {
         return format!("{name:<22} not run (an earlier stage failed)");
     }
     let plural = if s.steps_ran == 1 { "" } else { "s" };
-    let counts = if s.interrupt.is_some() {
-        format!(
-            "{} operation{plural} would run, {} not",
-            s.steps_ran, s.steps_skipped
-        )
+    let (what, ran, skipped) = if s.interrupt.is_some() {
+        ("operation", "would run", "not")
     } else {
-        format!(
-            "{} step{plural} ran, {} skipped",
-            s.steps_ran, s.steps_skipped
-        )
+        ("step", "ran", "skipped")
     };
+    let counts = format!(
+        "{} {what}{plural} {ran}, {} {skipped}",
+        s.steps_ran, s.steps_skipped
+    );
     let code = s
         .exit_code
         .map_or_else(|| "-".to_owned(), |c| format!("exit {c}"));

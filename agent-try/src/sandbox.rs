@@ -18,7 +18,7 @@ use nix::unistd::{ForkResult, fork, pivot_root};
 use super::layout::{
     AGENT_EXE, CONFIGMAPS, DEVICES, HOST_DIRS, LOWER, MERGED, OUT, PACKAGE, UPPER, WORK,
 };
-use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc};
+use super::mounts::{bind, bind_read_only, make_private, mkdir, mount_proc, tmpfs};
 use super::report::Report;
 use super::{Spec, lifecycle, wait};
 
@@ -26,24 +26,20 @@ use super::{Spec, lifecycle, wait};
 /// for it. Returns the exit code for `agent try` (init's, or 128 + the signal that killed it).
 /// `document` makes the report a JSON document.
 pub(crate) fn enter(spec_file: &Path, document: fn(&Report) -> String) -> u8 {
-    let spec: Spec = match fs::read(spec_file)
+    start_init(spec_file, document).unwrap_or_else(|e| setup_failed(&e))
+}
+
+fn start_init(spec_file: &Path, document: fn(&Report) -> String) -> Result<u8, String> {
+    let spec: Spec = fs::read(spec_file)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(s) => s,
-        Err(e) => return setup_failed(&format!("reading {}: {e}", spec_file.display())),
-    };
-    if let Err(e) = unshare_all(&spec) {
-        return setup_failed(&e);
-    }
-    let (guard_r, guard_w) = match nix::unistd::pipe() {
-        Ok(p) => p,
-        Err(e) => return setup_failed(&format!("pipe: {e}")),
-    };
+        .map_err(|e| format!("reading {}: {e}", spec_file.display()))?;
+    unshare_all(&spec)?;
+    let (guard_r, guard_w) = nix::unistd::pipe().map_err(|e| format!("pipe: {e}"))?;
     // SAFETY: this process is single-threaded (started by exec, no runtime yet), so the child
     // may run any code after fork.
     match unsafe { fork() } {
-        Err(e) => setup_failed(&format!(
+        Err(e) => Err(format!(
             "fork of the sandbox's init (new PID namespace): {e}"
         )),
         Ok(ForkResult::Child) => {
@@ -59,7 +55,7 @@ pub(crate) fn enter(spec_file: &Path, document: fn(&Report) -> String) -> u8 {
         }
         Ok(ForkResult::Parent { child }) => {
             drop(guard_r);
-            wait(child).unwrap_or_else(|e| setup_failed(&format!("waiting for the sandbox: {e}")))
+            wait(child).map_err(|e| format!("waiting for the sandbox: {e}"))
         }
     }
 }
@@ -84,12 +80,8 @@ fn unshare_all(spec: &Spec) -> Result<(), String> {
         | CloneFlags::CLONE_NEWPID
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS;
-    if spec.user_namespace {
-        flags |= CloneFlags::CLONE_NEWUSER;
-    }
-    if !spec.network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
+    flags.set(CloneFlags::CLONE_NEWUSER, spec.user_namespace);
+    flags.set(CloneFlags::CLONE_NEWNET, !spec.network);
     unshare(flags).map_err(|e| {
         let what = if spec.user_namespace {
             "user, mount, PID, IPC and UTS namespaces (not root: this kernel must allow \
@@ -118,14 +110,8 @@ fn init(spec: &Spec, document: fn(&Report) -> String) -> Result<i32, String> {
     make_private()?;
 
     let c = spec.scratch.join("c");
-    mount(
-        Some("tmpfs"),
-        &c,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
-    .map_err(|e| format!("mounting a tmpfs on {}: {e}", c.display()))?;
+    tmpfs(&c, MsFlags::empty(), "mode=0755")
+        .map_err(|e| format!("mounting a tmpfs on {}: {e}", c.display()))?;
     let inside = |p: &str| c.join(p.trim_start_matches('/'));
     for dir in [
         LOWER,
@@ -179,20 +165,16 @@ fn mount_overlay(spec: &Spec, inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBu
             )
         }
     })?;
-    let options = format!(
-        "lowerdir={},upperdir={},workdir={}",
-        inside(LOWER).display(),
-        inside(UPPER).display(),
-        inside(WORK).display()
-    );
-    let merged = inside(MERGED);
     // In a user namespace, overlayfs must keep its metadata (opaque directories) in user.*
     // xattrs (`userxattr`, Linux 5.11+): without it, removing a lower directory fails with EIO.
-    let options = if initial {
-        options
-    } else {
-        format!("{options},userxattr")
-    };
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}{}",
+        inside(LOWER).display(),
+        inside(UPPER).display(),
+        inside(WORK).display(),
+        if initial { "" } else { ",userxattr" }
+    );
+    let merged = inside(MERGED);
     // nodev: a device node made in the sandbox (mknod) opens nothing; /dev is bound below.
     mount(
         Some("overlay"),
@@ -220,14 +202,8 @@ fn mount_overlay(spec: &Spec, inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBu
 /// A minimal /dev, shared by the sandbox's root and the overlay. Returns its path.
 fn mount_dev(inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBuf, String> {
     let dev = inside("/dev");
-    mount(
-        Some("tmpfs"),
-        &dev,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV,
-        Some("mode=0755"),
-    )
-    .map_err(|e| format!("mounting a tmpfs on the sandbox's /dev: {e}"))?;
+    tmpfs(&dev, MsFlags::MS_NOEXEC, "mode=0755")
+        .map_err(|e| format!("mounting a tmpfs on the sandbox's /dev: {e}"))?;
     for name in DEVICES {
         let host = Path::new("/dev").join(name);
         if !host.exists() {
@@ -248,14 +224,8 @@ fn mount_dev(inside: &dyn Fn(&str) -> PathBuf) -> Result<PathBuf, String> {
             .map_err(|e| format!("creating /dev/{name} in the sandbox: {e}"))?;
     }
     mkdir(&dev.join("shm"))?;
-    mount(
-        Some("tmpfs"),
-        &dev.join("shm"),
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=1777"),
-    )
-    .map_err(|e| format!("mounting /dev/shm in the sandbox: {e}"))?;
+    tmpfs(&dev.join("shm"), MsFlags::empty(), "mode=1777")
+        .map_err(|e| format!("mounting /dev/shm in the sandbox: {e}"))?;
 
     Ok(dev)
 }
