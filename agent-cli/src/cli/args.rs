@@ -76,16 +76,6 @@ pub enum Interrupts {
     },
 }
 
-impl Interrupts {
-    pub fn format(&self) -> Format {
-        match self {
-            Self::List { format } | Self::Encode { format, .. } | Self::Decode { format, .. } => {
-                *format
-            }
-        }
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct Validate {
     /// The package directory (holding config.json, skyhook_dir/, configmaps/), on this machine
