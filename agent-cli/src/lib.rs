@@ -152,22 +152,19 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     {
         return commands::run(args);
     }
-    let request = match request::parse(rest.to_vec()) {
-        Ok(r) => r,
-        Err(e) => return usage_error(&e),
-    };
-    match request {
-        Request::Version => output::print_version(),
-        Request::Help(topic) => {
+    match request::parse(rest.to_vec()) {
+        Err(e) => usage_error(&e),
+        Ok(Request::Version) => output::print_version(),
+        Ok(Request::Help(topic)) => {
             output::print(&cli::help(topic.as_deref().as_slice()));
             ExitCode::SUCCESS
         }
-        Request::Operator {
+        Ok(Request::Operator {
             mode,
             root,
             copy_dir,
             data,
-        } => operator(&mode, &root, &copy_dir, data.as_deref(), verbosity),
+        }) => operator(&mode, &root, &copy_dir, data.as_deref(), verbosity),
     }
 }
 

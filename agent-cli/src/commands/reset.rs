@@ -162,22 +162,14 @@ impl What<'_> {
     fn scope(&self) -> String {
         match self {
             What::Steps(s) => s.scope.clone(),
-            What::Package {
-                name,
-                version: Some(v),
-            } => format!("every step of package {name} {v}"),
-            What::Package {
-                name,
-                version: None,
-            } => format!("every step of package {name} (every version)"),
-            What::Interrupt {
-                rid,
-                operation: Some(op),
-            } => format!("interrupt operation {} of {}", op.name, rid.id),
-            What::Interrupt {
-                rid,
-                operation: None,
-            } => format!("every interrupt operation of {}", rid.id),
+            What::Package { name, version } => format!(
+                "every step of package {name} {}",
+                version.unwrap_or("(every version)")
+            ),
+            What::Interrupt { rid, operation } => match operation {
+                Some(op) => format!("interrupt operation {} of {}", op.name, rid.id),
+                None => format!("every interrupt operation of {}", rid.id),
+            },
         }
     }
 
@@ -320,29 +312,26 @@ fn interrupt_files(
     rid: &ResourceId,
     operation: Option<&Operation>,
 ) -> Result<Target, Failure> {
-    let dir = agent_core::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
+    let dir = interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
+    let names = match operation {
+        Some(op) => vec![
+            interrupt_markers::complete_name(&op.kind, op.index),
+            interrupt_markers::pending_name(&op.kind, op.index),
+            interrupt_markers::attempts_name(&op.kind, op.index),
+        ],
+        None => list(fs, &dir)?
+            .into_iter()
+            .filter(|name| {
+                [".complete", ".pending", ".attempts"]
+                    .iter()
+                    .any(|ext| name.ends_with(ext))
+            })
+            .collect(),
+    };
     let mut files = Vec::new();
-    if let Some(op) = operation {
-        let (kind, index) = (op.kind.as_str(), op.index);
-        for name in [
-            interrupt_markers::complete_name(kind, index),
-            interrupt_markers::pending_name(kind, index),
-            interrupt_markers::attempts_name(kind, index),
-        ] {
-            let path = dir.join(name);
-            if present(fs, &path)? {
-                files.push(path);
-            }
-        }
-    } else {
-        for name in list(fs, &dir)? {
-            let path = dir.join(&name);
-            let marker = [".complete", ".pending", ".attempts"]
-                .iter()
-                .any(|ext| name.ends_with(ext));
-            if marker && present(fs, &path)? {
-                files.push(path);
-            }
+    for path in names.into_iter().map(|name| dir.join(name)) {
+        if present(fs, &path)? {
+            files.push(path);
         }
     }
     Ok(Target {
