@@ -490,7 +490,7 @@ fn save_start(
 }
 
 /// `STATE/results/<package>/<version>/<mode>.json`.
-fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
+pub(crate) fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
     results::path(
         &rt.state_dir,
         &record.package,

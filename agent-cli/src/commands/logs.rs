@@ -254,12 +254,7 @@ fn one_run(
         }
         entries.push(Entry::of_operation(rt, op));
     }
-    let record_path = results::path(
-        &rt.state_dir,
-        &record.package,
-        &record.version,
-        &record.mode,
-    );
+    let record_path = crate::record_path(rt, record);
     let ended = if record.is_running() {
         format!("{}, started {}, not finished", record.mode, record.started)
     } else {

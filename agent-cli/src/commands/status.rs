@@ -34,7 +34,7 @@ struct Found {
 }
 
 pub fn run(args: &Status, verbosity: Verbosity) -> ExitCode {
-    let format = args.format();
+    let format = args.format.or_json(args.json);
     match status(args, verbosity) {
         Ok(report) => {
             output::print_result(format, &report, || render(&report));
