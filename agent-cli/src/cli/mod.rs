@@ -17,14 +17,14 @@ pub use args::{
 };
 
 use std::ffi::OsString;
-
-use crate::output::push_line;
 use std::sync::LazyLock;
 
 use agent_core::package::step::Mode;
 use clap::builder::PossibleValuesParser;
 use clap::error::ErrorKind;
 use clap::{Arg, ColorChoice, Command, CommandFactory as _, FromArgMatches as _};
+
+use crate::output::push_line;
 
 /// The root: the global flags and the subcommands clap parses.
 #[derive(Debug, clap::Parser)]

@@ -104,13 +104,10 @@ fn render_list(kinds: &[Listed<'_>]) -> String {
 }
 
 fn encode(json: &str, format: Format) -> Result<(), Failure> {
-    let decoded = match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
-        Ok(decoded) => decoded,
-        Err(e @ DecodeError::TooLarge(_)) => {
-            return Err(Failure::failed(format!("{e}; {ARGV_LIMIT}")));
-        }
-        Err(e) => return Err(Failure::failed(e.to_string())),
-    };
+    let decoded = <dyn Interrupt>::from_json_bytes(json.as_bytes()).map_err(|e| match e {
+        DecodeError::TooLarge(_) => Failure::failed(format!("{e}; {ARGV_LIMIT}")),
+        e => Failure::failed(e.to_string()),
+    })?;
     warn_unknown(&decoded.unknown_field_notes());
     let data = decoded.interrupt.to_base64();
     if data.len() >= MAX_ARG_STRLEN {

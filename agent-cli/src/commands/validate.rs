@@ -38,21 +38,19 @@ pub fn run(args: &Validate) -> ExitCode {
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .count();
-    let identity = if errors == 0 {
-        bytes
-            .ok()
-            .and_then(|bytes| PackageConfig::from_slice(&bytes).ok())
-            .map(|(c, _)| (c.package_name, c.package_version))
-    } else {
-        None
-    };
+    let (package, version) = bytes
+        .ok()
+        .filter(|_| errors == 0)
+        .and_then(|bytes| PackageConfig::from_slice(&bytes).ok())
+        .map(|(c, _)| (c.package_name, c.package_version))
+        .unzip();
     let report = Report {
         config: config.display().to_string(),
         valid: errors == 0,
         errors,
         warnings: findings.len() - errors,
-        package: identity.as_ref().map(|(n, _)| n.clone()),
-        version: identity.map(|(_, v)| v),
+        package,
+        version,
         findings,
     };
     output::print_result(args.format, &report, || render(&report));
