@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// What the build embeds, and the files whose change must rerun the build script.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Commit {
     /// The commit id (`<hex>` or `<hex>-dirty`), `GIT_SHA`, or `unknown`.
     pub id: String,
@@ -54,21 +54,15 @@ pub fn find(root: &Path, explicit: Option<&str>) -> Commit {
     if let Some(sha) = explicit.filter(|s| !s.is_empty()) {
         return Commit {
             id: sha.to_owned(),
-            warning: None,
-            watch: Vec::new(),
+            ..Commit::default()
         };
     }
     match from_git(root) {
         Ok(Some(commit)) => commit,
-        Ok(None) => Commit {
+        other => Commit {
             id: "unknown".to_owned(),
-            warning: None,
-            watch: Vec::new(),
-        },
-        Err(warning) => Commit {
-            id: "unknown".to_owned(),
-            warning: Some(warning),
-            watch: Vec::new(),
+            warning: other.err(),
+            ..Commit::default()
         },
     }
 }

@@ -50,7 +50,7 @@ use tracing::{error, info, warn};
 
 use crate::cli::Verbosity;
 use crate::output::eprint;
-use crate::request::{HelpTopic, Request};
+use crate::request::Request;
 
 /// Exit codes of SPEC §1.2.
 const EXIT_FAILED: u8 = 1;
@@ -152,30 +152,19 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     {
         return commands::run(args);
     }
-    let request = match request::parse(rest.to_vec()) {
-        Ok(r) => r,
-        Err(e) => return usage_error(&e),
-    };
-    match request {
-        Request::Version => output::print_version(),
-        Request::Help(topic) => {
-            let topic = match &topic {
-                None => None,
-                Some(HelpTopic::Mode(name) | HelpTopic::Subcommand(name)) => Some(name.as_str()),
-            };
-            output::print(&cli::help(topic.as_slice()));
+    match request::parse(rest.to_vec()) {
+        Err(e) => usage_error(&e),
+        Ok(Request::Version) => output::print_version(),
+        Ok(Request::Help(topic)) => {
+            output::print(&cli::help(topic.as_deref().as_slice()));
             ExitCode::SUCCESS
         }
-        Request::Stage {
+        Ok(Request::Operator {
             mode,
             root,
             copy_dir,
-        } => operator(&mode, &root, &copy_dir, None, verbosity),
-        Request::Interrupt {
-            root,
-            copy_dir,
             data,
-        } => operator("interrupt", &root, &copy_dir, Some(&data), verbosity),
+        }) => operator(&mode, &root, &copy_dir, data.as_deref(), verbosity),
     }
 }
 
@@ -210,18 +199,13 @@ fn operator(
         Some(m)
     } else {
         // SPEC §1.1: forward compatibility with newer operators.
-        if let Some(close) = cli::suggest_mode(mode) {
-            warn!(
-                mode,
-                "this agent version does not support the requested stage; treating it as a \
-                 no-op (did you mean {close}?)"
-            );
-        } else {
-            warn!(
-                mode,
-                "this agent version does not support the requested stage; treating it as a no-op"
-            );
-        }
+        let close =
+            cli::suggest_mode(mode).map_or_else(String::new, |m| format!(" (did you mean {m}?)"));
+        warn!(
+            mode,
+            "this agent version does not support the requested stage; treating it as a \
+             no-op{close}"
+        );
         return ExitCode::SUCCESS;
     };
     let started = Instant::now();
@@ -506,7 +490,7 @@ fn save_start(
 }
 
 /// `STATE/results/<package>/<version>/<mode>.json`.
-fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
+pub(crate) fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
     results::path(
         &rt.state_dir,
         &record.package,

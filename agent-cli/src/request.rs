@@ -4,9 +4,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::cli::{Verbosity, is_mode, is_subcommand, suggest_mode, suggest_subcommand};
-#[cfg(test)]
 use agent_core::package::step::Mode;
+
+use crate::cli::{Verbosity, is_mode, is_subcommand, suggest_mode, suggest_subcommand};
 
 /// The legacy forms' implied host root mount.
 pub const DEFAULT_ROOT: &str = "/root";
@@ -15,28 +15,16 @@ pub const DEFAULT_ROOT: &str = "/root";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Version,
-    /// Usage text, or the help of one topic.
-    Help(Option<HelpTopic>),
-    /// A stage MODE, or an unknown one (a forward-compatible no-op).
-    Stage {
+    /// Usage text, or the help of one topic: a MODE or a subcommand.
+    Help(Option<String>),
+    /// A stage MODE (or an unknown one, a forward-compatible no-op), or `interrupt` with its
+    /// data.
+    Operator {
         mode: String,
         root: PathBuf,
         copy_dir: PathBuf,
+        data: Option<String>,
     },
-    Interrupt {
-        root: PathBuf,
-        copy_dir: PathBuf,
-        data: String,
-    },
-}
-
-/// What `--help` or `help` was asked about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HelpTopic {
-    /// A stage MODE or `interrupt`.
-    Mode(String),
-    /// A subcommand: its clap help.
-    Subcommand(String),
 }
 
 /// A malformed command line (exit 2).
@@ -97,8 +85,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
     // `--help` or `-h` anywhere: an operator argument never has that value (ROOT and COPY_DIR
     // are absolute, INTERRUPT_DATA is base64). The help of the first mode named, if any.
     if args.iter().any(|a| is_help(a)) {
-        let topic = args.iter().find(|a| is_mode(a)).cloned();
-        return Ok(Request::Help(topic.map(HelpTopic::Mode)));
+        return Ok(Request::Help(args.iter().find(|a| is_mode(a)).cloned()));
     }
     // `agent apply ... --version`: likewise never an operator argument.
     if args.first().is_some_and(|m| is_mode(m)) && args.iter().any(|a| is_version(a)) {
@@ -128,48 +115,38 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
     if !copy_dir.starts_with('/') {
         return Err(UsageError::CopyDirNotAbsolute(copy_dir.clone()));
     }
-    let (root, copy_dir) = (PathBuf::from(root), PathBuf::from(copy_dir));
     match (mode.as_str(), data) {
-        ("interrupt", Some(data)) if data.is_empty() => Err(UsageError::EmptyInterruptData),
-        ("interrupt", Some(data)) => Ok(Request::Interrupt {
-            root,
-            copy_dir,
-            data: data.clone(),
-        }),
         // `interrupt ROOT COPY_DIR` without data: nothing to run.
         ("interrupt", None) => Err(UsageError::EmptyInterruptData),
-        (known, Some(_)) if is_mode(known) => Err(UsageError::StageWithData(mode.clone())),
+        ("interrupt", Some(data)) if data.is_empty() => Err(UsageError::EmptyInterruptData),
+        (stage, Some(_)) if stage.parse::<Mode>().is_ok() => {
+            Err(UsageError::StageWithData(mode.clone()))
+        }
         // An unknown MODE with data: a future operator stage may carry data, as `interrupt`
         // does; it is the same warned no-op as without.
-        _ => Ok(Request::Stage {
+        _ => Ok(Request::Operator {
             mode: mode.clone(),
-            root,
-            copy_dir,
+            root: PathBuf::from(root),
+            copy_dir: PathBuf::from(copy_dir),
+            data: data.cloned(),
         }),
     }
 }
 
 /// `agent help [TOPIC]`.
 fn help_topic(topic: Option<&str>) -> Result<Request, UsageError> {
-    let Some(topic) = topic else {
-        return Ok(Request::Help(None));
-    };
-    if is_mode(topic) {
-        return Ok(Request::Help(Some(HelpTopic::Mode(topic.to_owned()))));
+    match topic {
+        None => Ok(Request::Help(None)),
+        Some(topic) if is_mode(topic) || is_subcommand(topic) || topic == "help" => {
+            Ok(Request::Help(Some(topic.to_owned())))
+        }
+        // `agent help --help`: the help of `help`.
+        Some(topic) if is_help(topic) => Ok(Request::Help(Some("help".to_owned()))),
+        Some(topic) => Err(UsageError::UnknownTopic {
+            topic: topic.to_owned(),
+            suggestion: suggest_mode(topic).or_else(|| suggest_subcommand(topic)),
+        }),
     }
-    if is_subcommand(topic) || topic == "help" {
-        return Ok(Request::Help(Some(HelpTopic::Subcommand(topic.to_owned()))));
-    }
-    // `agent help --help`: the help of `help`.
-    if is_help(topic) {
-        return Ok(Request::Help(Some(HelpTopic::Subcommand(
-            "help".to_owned(),
-        ))));
-    }
-    Err(UsageError::UnknownTopic {
-        topic: topic.to_owned(),
-        suggestion: suggest_mode(topic).or_else(|| suggest_subcommand(topic)),
-    })
 }
 
 /// The `-q`/`--quiet` and `-v`/`--verbose` flags before an operator form or a subcommand, and
@@ -208,18 +185,20 @@ mod tests {
     fn operator_forms() {
         assert_eq!(
             p(&["apply", "/root", "/var/lib/skyhook/x"]),
-            Ok(Request::Stage {
+            Ok(Request::Operator {
                 mode: "apply".into(),
                 root: "/root".into(),
-                copy_dir: "/var/lib/skyhook/x".into()
+                copy_dir: "/var/lib/skyhook/x".into(),
+                data: None
             })
         );
         assert_eq!(
             p(&["interrupt", "/r", "/c", "ZGF0YQ=="]),
-            Ok(Request::Interrupt {
+            Ok(Request::Operator {
+                mode: "interrupt".into(),
                 root: "/r".into(),
                 copy_dir: "/c".into(),
-                data: "ZGF0YQ==".into()
+                data: Some("ZGF0YQ==".into())
             })
         );
         assert_eq!(p(&["--version"]), Ok(Request::Version));
@@ -232,18 +211,20 @@ mod tests {
     fn legacy_forms_imply_root() {
         assert_eq!(
             p(&["apply", "/c"]),
-            Ok(Request::Stage {
+            Ok(Request::Operator {
                 mode: "apply".into(),
                 root: "/root".into(),
-                copy_dir: "/c".into()
+                copy_dir: "/c".into(),
+                data: None
             })
         );
         assert_eq!(
             p(&["interrupt", "/c", "ZGF0YQ=="]),
-            Ok(Request::Interrupt {
+            Ok(Request::Operator {
+                mode: "interrupt".into(),
                 root: "/root".into(),
                 copy_dir: "/c".into(),
-                data: "ZGF0YQ==".into()
+                data: Some("ZGF0YQ==".into())
             })
         );
     }
@@ -278,7 +259,7 @@ mod tests {
 
     #[test]
     fn help_in_every_position_and_form() {
-        let apply = Ok(Request::Help(Some(HelpTopic::Mode("apply".into()))));
+        let apply = Ok(Request::Help(Some("apply".into())));
         assert_eq!(p(&["apply", "--help"]), apply);
         assert_eq!(p(&["apply", "-h"]), apply);
         assert_eq!(p(&["apply", "/root", "/c", "--help"]), apply);
@@ -287,11 +268,11 @@ mod tests {
         assert_eq!(p(&["help"]), Ok(Request::Help(None)));
         assert_eq!(
             p(&["help", "status"]),
-            Ok(Request::Help(Some(HelpTopic::Subcommand("status".into()))))
+            Ok(Request::Help(Some("status".into())))
         );
         assert_eq!(
             p(&["interrupt", "/r", "/c", "-h"]),
-            Ok(Request::Help(Some(HelpTopic::Mode("interrupt".into()))))
+            Ok(Request::Help(Some("interrupt".into())))
         );
         assert_eq!(p(&["apply", "/r", "/c", "--version"]), Ok(Request::Version));
         assert_eq!(
@@ -313,10 +294,10 @@ mod tests {
     #[test]
     fn unknown_modes_parse_as_stages() {
         assert!(
-            matches!(p(&["bogus", "/r", "/c"]), Ok(Request::Stage { mode, .. }) if mode == "bogus")
+            matches!(p(&["bogus", "/r", "/c"]), Ok(Request::Operator { mode, .. }) if mode == "bogus")
         );
         assert!(
-            matches!(p(&["bogus", "/r", "/c", "x"]), Ok(Request::Stage { mode, .. }) if mode == "bogus")
+            matches!(p(&["bogus", "/r", "/c", "x"]), Ok(Request::Operator { mode, .. }) if mode == "bogus")
         );
     }
 
@@ -346,7 +327,7 @@ mod tests {
         assert_eq!(suggest_subcommand("bogus"), None);
         assert!(matches!(
             p(&["bogus", "/r", "/c"]),
-            Ok(Request::Stage { .. })
+            Ok(Request::Operator { .. })
         ));
         assert!(p(&["interrupt", "/r", "/c", "x"]).is_ok());
     }

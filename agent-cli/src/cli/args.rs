@@ -16,6 +16,14 @@ pub enum Format {
     Json,
 }
 
+impl Format {
+    /// This `--format`, or JSON when `--json` (its shorthand, where a subcommand has one) was
+    /// given.
+    pub fn or_json(self, json: bool) -> Format {
+        if json { Format::Json } else { self }
+    }
+}
+
 /// `-q`/`-v`: the level of the agent's log records on stderr, instead of SKYHOOK_AGENT_LOG.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct Verbosity {
@@ -74,16 +82,6 @@ pub enum Interrupts {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
-}
-
-impl Interrupts {
-    pub fn format(&self) -> Format {
-        match self {
-            Self::List { format } | Self::Encode { format, .. } | Self::Decode { format, .. } => {
-                *format
-            }
-        }
-    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -171,12 +169,6 @@ pub struct Status {
     /// Same as `--format json`
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
-}
-
-impl Status {
-    pub fn format(&self) -> Format {
-        if self.json { Format::Json } else { self.format }
-    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -289,13 +281,6 @@ pub struct Try {
 /// The stages `agent try` runs when `--stages` is not given.
 #[cfg(feature = "try")]
 const TRY_STAGES: &str = "apply,apply-check,config,config-check";
-
-#[cfg(feature = "try")]
-impl Try {
-    pub fn format(&self) -> Format {
-        if self.json { Format::Json } else { self.format }
-    }
-}
 
 #[derive(Debug, clap::Args)]
 #[command(

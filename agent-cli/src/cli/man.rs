@@ -9,7 +9,7 @@ use clap::{Arg, Command};
 use clap_mangen::roff::{Inline, Roff, bold, italic, roman};
 
 use super::environment::{ENVIRONMENT, EXIT_STATUS, FILES};
-use super::{is_mode, modes, tree};
+use super::{about, is_mode, modes, tree};
 
 /// `agent completions SHELL`.
 pub fn completions(shell: clap_complete::Shell) -> String {
@@ -251,11 +251,7 @@ fn notes(r: &mut Roff, text: &str) {
             }
             r.control("fi", []);
         } else {
-            let mut para = para.split_whitespace().collect::<Vec<_>>().join(" ");
-            if !para.ends_with(['.', ')', ':']) {
-                para.push('.');
-            }
-            r.text(inline(&para));
+            r.text(inline(&sentence(para)));
         }
     }
 }
@@ -265,10 +261,6 @@ fn value_name(arg: &Arg) -> String {
     arg.get_value_names()
         .and_then(|names| names.first())
         .map_or_else(|| arg.get_id().as_str().to_uppercase(), ToString::to_string)
-}
-
-fn about(cmd: &Command) -> String {
-    cmd.get_about().map(ToString::to_string).unwrap_or_default()
 }
 
 fn long_about(cmd: &Command) -> String {
@@ -291,12 +283,17 @@ fn paragraphs(r: &mut Roff, text: &str) {
         if i > 0 {
             r.control("IP", []);
         }
-        let mut para = para.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !para.is_empty() && !para.ends_with(['.', ')', ':']) {
-            para.push('.');
-        }
-        r.text(inline(&para));
+        r.text(inline(&sentence(para)));
     }
+}
+
+/// A paragraph on one line, ending with a full stop.
+fn sentence(para: &str) -> String {
+    let mut para = para.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !para.is_empty() && !para.ends_with(['.', ')', ':']) {
+        para.push('.');
+    }
+    para
 }
 
 /// Text whose `code spans` are set in bold.

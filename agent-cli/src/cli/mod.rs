@@ -17,13 +17,14 @@ pub use args::{
 };
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::sync::LazyLock;
 
 use agent_core::package::step::Mode;
 use clap::builder::PossibleValuesParser;
 use clap::error::ErrorKind;
 use clap::{Arg, ColorChoice, Command, CommandFactory as _, FromArgMatches as _};
+
+use crate::output::push_line;
 
 /// The root: the global flags and the subcommands clap parses.
 #[derive(Debug, clap::Parser)]
@@ -225,7 +226,7 @@ fn root_template(root: &Command) -> String {
         .unwrap_or(0);
     let list = |entries: &[(String, String)]| {
         entries.iter().fold(String::new(), |mut s, (name, about)| {
-            let _ = writeln!(s, "  {name:width$}  {about}");
+            push_line!(s, "  {name:width$}  {about}");
             s
         })
     };
@@ -247,7 +248,7 @@ fn about(c: &Command) -> String {
 fn exit_codes() -> String {
     let mut s = String::from("Exit codes:\n");
     for (code, what) in environment::EXIT_STATUS {
-        let _ = writeln!(s, "  {code}  {what}");
+        push_line!(s, "  {code}  {what}");
     }
     s.truncate(s.trim_end().len());
     s

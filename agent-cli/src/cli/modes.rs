@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use clap::{Arg, ArgAction, Command, ValueHint};
 
-use super::environment::{ENVIRONMENT, EXIT_STATUS};
+use super::environment::ENVIRONMENT;
+use crate::output::push_line;
 
 /// The first lines of `agent --help` and the manual's SYNOPSIS: each form, and a note.
 pub const SYNOPSIS: &[(&str, &str)] = &[
@@ -190,7 +191,7 @@ fn after_help(mode: &str) -> String {
     let width = ENVIRONMENT.iter().map(|v| v.name.len()).max().unwrap_or(0);
     let mut s = String::from("Environment:\n");
     for v in ENVIRONMENT {
-        let _ = writeln!(
+        push_line!(
             s,
             "  {:width$}  {} ({})",
             v.name,
@@ -198,13 +199,11 @@ fn after_help(mode: &str) -> String {
             v.default_text()
         );
     }
-    s.push_str("\nExit codes:\n");
-    for (code, what) in EXIT_STATUS {
-        let _ = writeln!(s, "  {code}  {what}");
-    }
     let _ = write!(
         s,
-        "\nSee also: agent plan {mode} ... (dry run), agent status ROOT_MOUNT, agent reset --help"
+        "\n{}\n\nSee also: agent plan {mode} ... (dry run), agent status ROOT_MOUNT, agent reset \
+         --help",
+        super::exit_codes()
     );
     s
 }

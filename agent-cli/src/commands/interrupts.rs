@@ -1,6 +1,5 @@
 //! `agent interrupts list|encode|decode`.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agent_core::Interrupt;
@@ -10,7 +9,7 @@ use agent_core::plugin::registry::{self, InterruptDescriptor};
 use serde::Serialize;
 
 use crate::cli::{Format, Interrupts};
-use crate::output::{self, Failure};
+use crate::output::{self, Failure, push_line};
 
 /// One kind as listed: its descriptor, and why it is broken (SPEC §9.5), if it is.
 #[derive(Debug, Serialize)]
@@ -40,11 +39,10 @@ struct Decoded {
 }
 
 pub fn run(cmd: &Interrupts) -> ExitCode {
-    let format = cmd.format();
-    let result = match cmd {
-        Interrupts::List { .. } => return list(format),
-        Interrupts::Encode { json, .. } => encode(json, format),
-        Interrupts::Decode { data, .. } => decode(data, format),
+    let (format, result) = match cmd {
+        Interrupts::List { format } => return list(*format),
+        Interrupts::Encode { json, format } => (*format, encode(json, *format)),
+        Interrupts::Decode { data, format } => (*format, decode(data, *format)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -63,15 +61,11 @@ fn list(format: Format) -> ExitCode {
     output::print_result(format, &List { kinds: &kinds }, || render_list(&kinds));
     // SPEC §9.5: a broken kind is named, and the listing says the binary has one.
     let mut code = ExitCode::SUCCESS;
-    for Listed {
-        descriptor: k,
-        broken,
-    } in &kinds
-    {
-        if let Some(problem) = broken {
+    for listed in &kinds {
+        if let Some(problem) = &listed.broken {
             let e = DecodeError::BrokenKind {
-                type_name: k.type_name,
-                module: k.module,
+                type_name: listed.descriptor.type_name,
+                module: listed.descriptor.module,
                 problem: problem.clone(),
             };
             output::eprint(&format!("agent: {e}\n"));
@@ -88,19 +82,18 @@ fn render_list(kinds: &[Listed<'_>]) -> String {
         .max()
         .unwrap_or(0);
     let mut s = String::new();
-    for Listed {
-        descriptor: k,
-        broken,
-    } in kinds
-    {
-        let _ = writeln!(s, "{:width$}  {}", k.type_name, k.summary);
-        let _ = writeln!(
+    for listed in kinds {
+        let k = listed.descriptor;
+        push_line!(s, "{:width$}  {}", k.type_name, k.summary);
+        push_line!(
             s,
             "{:width$}  module: {}  example: {}",
-            "", k.module, k.example
+            "",
+            k.module,
+            k.example
         );
-        if let Some(problem) = broken {
-            let _ = writeln!(
+        if let Some(problem) = &listed.broken {
+            push_line!(
                 s,
                 "{:width$}  BROKEN: {problem}; its payloads are refused",
                 ""
@@ -111,13 +104,10 @@ fn render_list(kinds: &[Listed<'_>]) -> String {
 }
 
 fn encode(json: &str, format: Format) -> Result<(), Failure> {
-    let decoded = match <dyn Interrupt>::from_json_bytes(json.as_bytes()) {
-        Ok(decoded) => decoded,
-        Err(e @ DecodeError::TooLarge(_)) => {
-            return Err(Failure::failed(format!("{e}; {ARGV_LIMIT}")));
-        }
-        Err(e) => return Err(Failure::failed(e.to_string())),
-    };
+    let decoded = <dyn Interrupt>::from_json_bytes(json.as_bytes()).map_err(|e| match e {
+        DecodeError::TooLarge(_) => Failure::failed(format!("{e}; {ARGV_LIMIT}")),
+        e => Failure::failed(e.to_string()),
+    })?;
     warn_unknown(&decoded.unknown_field_notes());
     let data = decoded.interrupt.to_base64();
     if data.len() >= MAX_ARG_STRLEN {

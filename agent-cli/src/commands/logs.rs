@@ -7,7 +7,7 @@
 //! is written.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use agent_core::exec::Output;
@@ -19,6 +19,7 @@ use agent_core::state::results::{self, ResultsRecord};
 use agent_core::state::status::{self, PackageStatus, Scope};
 use serde::Serialize;
 
+use super::state::Located;
 use crate::cli::{Format, Logs, Verbosity};
 use crate::output::{self, Failure};
 
@@ -30,16 +31,14 @@ const JSON_CONTENT_BOUND: u64 = 1 << 20;
 struct Report {
     /// What is shown, in words (the `logs:` line).
     showing: String,
-    state_dir: PathBuf,
-    state_source: &'static str,
-    log_dir: PathBuf,
+    /// The STATE read, how it was chosen, and its LOGS.
+    #[serde(flatten)]
+    state: Located,
     package: String,
     version: String,
     /// The run the logs come from (without --step or --operation).
     run: Option<ShownRun>,
     logs: Vec<Entry>,
-    #[serde(skip)]
-    state_line: String,
 }
 
 /// The run whose logs are shown.
@@ -56,7 +55,7 @@ struct ShownRun {
 }
 
 /// One log shown.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 struct Entry {
     /// The step path, or the interrupt operation's command line (`<type>` for one log of an
     /// interrupt type).
@@ -77,43 +76,30 @@ struct Entry {
 }
 
 pub fn run(args: &Logs, verbosity: Verbosity) -> ExitCode {
-    let json = args.format == Format::Json;
-    let rt = match Runtime::from_env() {
-        Ok(rt) => rt,
-        Err(e) => return fail(args.format, &Failure::failed(e.to_string())),
-    };
-    crate::logging::init(&rt, verbosity);
-    let fs = HostFs::new(&args.root);
-    match find(&fs, &rt, args) {
-        Ok(mut report) => {
-            let out = Output::process();
-            let shown = if json {
-                report
-                    .logs
-                    .iter_mut()
-                    .try_for_each(|entry| entry.read_tail(&fs))
-                    .map(|()| out.print(&output::document(&report)))
-            } else {
-                render(&fs, &mut report, &out)
-            };
-            match shown {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(args.format, &Failure::failed(e)),
-            }
-        }
-        Err(f) => fail(args.format, &f),
+    match show(args, verbosity) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => output::fail(args.format, &["logs"], "agent logs failed", &f),
     }
 }
 
-fn fail(format: Format, f: &Failure) -> ExitCode {
-    output::fail(format, &["logs"], "agent logs failed", f)
+fn show(args: &Logs, verbosity: Verbosity) -> Result<(), Failure> {
+    let rt = super::state::runtime(verbosity)?;
+    let fs = HostFs::new(&args.root);
+    let mut report = find(&fs, &rt, args)?;
+    let out = Output::process();
+    if args.format == Format::Text {
+        return render(&fs, &mut report, &out).map_err(Failure::failed);
+    }
+    for entry in &mut report.logs {
+        entry.read_tail(&fs).map_err(Failure::failed)?;
+    }
+    out.print(&output::document(&report));
+    Ok(())
 }
 
 /// Which logs to show.
 fn find(fs: &HostFs, rt: &Runtime, args: &Logs) -> Result<Report, Failure> {
-    let located =
-        super::state::locate_one(fs, rt, args.state_dir.as_deref()).map_err(Failure::usage)?;
-    let rt = located.runtime(rt);
+    let (rt, located) = super::state::locate_one(fs, rt, args.state_dir.as_deref())?;
     let status = status::collect_scoped(
         fs,
         &rt,
@@ -159,14 +145,11 @@ fn find(fs: &HostFs, rt: &Runtime, args: &Logs) -> Result<Report, Failure> {
     };
     Ok(Report {
         showing: format!("{what} of package {} {version}: {detail}", package.name),
-        state_dir: located.state_dir.clone(),
-        state_source: located.source,
-        log_dir: rt.log_dir.clone(),
         package: package.name.clone(),
         version,
         run,
         logs: entries,
-        state_line: located.line(),
+        state: located,
     })
 }
 
@@ -271,12 +254,7 @@ fn one_run(
         }
         entries.push(Entry::of_operation(rt, op));
     }
-    let record_path = results::path(
-        &rt.state_dir,
-        &record.package,
-        &record.version,
-        &record.mode,
-    );
+    let record_path = crate::record_path(rt, record);
     let ended = if record.is_running() {
         format!("{}, started {}, not finished", record.mode, record.started)
     } else {
@@ -317,10 +295,7 @@ impl Entry {
         Self {
             operation: name.to_owned(),
             log: Some(log.display().to_string()),
-            missing: None,
-            output_tail: None,
-            content: None,
-            truncated_bytes: None,
+            ..Self::default()
         }
     }
 
@@ -342,8 +317,7 @@ impl Entry {
             log: op.log.clone().filter(|_| missing.is_none()),
             output_tail: op.output_tail.clone(),
             missing,
-            content: None,
-            truncated_bytes: None,
+            ..Self::default()
         }
     }
 
@@ -402,7 +376,7 @@ fn render(fs: &HostFs, report: &mut Report, out: &Output) -> Result<(), String> 
         // SPEC §10: a closed stdout (`agent logs … | head`) ends the output, not the agent.
         let _ = out.stdout.write_all(bytes);
     };
-    write(format!("logs: {}\n{}\n", report.showing, report.state_line).as_bytes());
+    write(format!("logs: {}\n{}\n", report.showing, report.state.line()).as_bytes());
     if let Some(run) = &report.run {
         write(format!("record: {}\n", run.record).as_bytes());
     }
@@ -435,22 +409,18 @@ fn render(fs: &HostFs, report: &mut Report, out: &Output) -> Result<(), String> 
             continue;
         }
         let why = entry.missing.as_deref().unwrap_or("no log");
-        match entry.output_tail.as_deref().filter(|t| !t.is_empty()) {
-            Some(tail) => {
-                write(
-                    format!(
-                        "\n==> {}: {why}; the last 4 KiB of its output, from the results record \
-                         <==\n",
-                        entry.operation
-                    )
-                    .as_bytes(),
-                );
-                write(tail.as_bytes());
-                if !tail.ends_with('\n') {
-                    write(b"\n");
-                }
+        let tail = entry.output_tail.as_deref().filter(|t| !t.is_empty());
+        let from = if tail.is_some() {
+            "; the last 4 KiB of its output, from the results record"
+        } else {
+            ""
+        };
+        write(format!("\n==> {}: {why}{from} <==\n", entry.operation).as_bytes());
+        if let Some(tail) = tail {
+            write(tail.as_bytes());
+            if !tail.ends_with('\n') {
+                write(b"\n");
             }
-            None => write(format!("\n==> {}: {why} <==\n", entry.operation).as_bytes()),
         }
     }
     Ok(())

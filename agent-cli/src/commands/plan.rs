@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::state::Located;
 use crate::cli::{Format, Plan, Verbosity};
-use crate::output::{self, Failure};
+use crate::output::{self, Failure, push_line};
 
 /// `plan --format json` of a MODE this agent does not know.
 #[derive(Serialize)]
@@ -31,13 +31,7 @@ struct Unsupported<'a> {
 
 pub fn run(args: &Plan, verbosity: Verbosity) -> ExitCode {
     match plan(args, verbosity) {
-        Ok(ok) => {
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        Ok(ok) => ExitCode::from(u8::from(!ok)),
         Err(f) => output::fail(args.format, &["plan"], "agent plan failed", &f),
     }
 }
@@ -71,12 +65,9 @@ fn plan(args: &Plan, verbosity: Verbosity) -> Result<bool, Failure> {
             }
         },
     };
-    let rt = Runtime::from_env().map_err(|e| failed(e.into()))?;
-    crate::logging::init(&rt, verbosity);
-    let located =
-        super::state::locate_one(&HostFs::new(&args.root), &rt, args.state_dir.as_deref())
-            .map_err(Failure::usage)?;
-    let rt = located.runtime(&rt);
+    let rt = super::state::runtime(verbosity)?;
+    let fs = HostFs::new(&args.root);
+    let (rt, located) = super::state::locate_one(&fs, &rt, args.state_dir.as_deref())?;
     for w in &rt.warnings {
         tracing::warn!("{w}");
     }
@@ -85,8 +76,8 @@ fn plan(args: &Plan, verbosity: Verbosity) -> Result<bool, Failure> {
     let checked = preflight::validate(&args.root, &args.copy_dir, &rt, stage_mode.is_none())
         .map_err(|e| failed(e.into()))?;
     let (text, ok) = match stage_mode {
-        Some(mode) => stage(&rt, mode, args, &checked.copy_dir, &located),
-        None => interrupt(&rt, args, &checked, &located),
+        Some(mode) => stage(&fs, &rt, mode, args, &checked.copy_dir, &located),
+        None => interrupt(&fs, &rt, args, &checked, &located),
     }
     .map_err(failed)?;
     output::print(&text);
@@ -99,20 +90,17 @@ fn env() -> Vec<(OsString, OsString)> {
 
 /// The rendered plan, and whether the run is expected to get through it.
 fn stage(
+    fs: &HostFs,
     rt: &Runtime,
     mode: Mode,
     args: &Plan,
     copy_dir: &Path,
     located: &Located,
 ) -> anyhow::Result<(String, bool)> {
-    let fs = HostFs::new(&args.root);
-    let p = plan::plan_stage(&fs, rt, mode, copy_dir, &env())?;
+    let p = plan::plan_stage(fs, rt, mode, copy_dir, &env())?;
     let ok = p.failure.is_none();
     let diffs: Vec<Option<OverlayDiff>> = if args.diff {
-        p.writes
-            .iter()
-            .map(|w| plan::overlay_diff(&fs, w))
-            .collect()
+        p.writes.iter().map(|w| plan::overlay_diff(fs, w)).collect()
     } else {
         Vec::new()
     };
@@ -155,15 +143,14 @@ fn render_diffs(s: &mut String, writes: &[PlannedWrite], diffs: &[Option<Overlay
                 s.push('\n');
                 s.push_str(t);
             }
-            Some(OverlayDiff::NotShown(why)) => {
-                let _ = writeln!(s, "\n{}: {why}", w.path);
-            }
+            Some(OverlayDiff::NotShown(why)) => push_line!(s, "\n{}: {why}", w.path),
             None => {}
         }
     }
 }
 
 fn interrupt(
+    fs: &HostFs,
     rt: &Runtime,
     args: &Plan,
     checked: &preflight::Validated,
@@ -178,13 +165,12 @@ fn interrupt(
             "ignoring unknown interrupt fields"
         );
     }
-    let fs = HostFs::new(&args.root);
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     let p = tokio.block_on(plan_interrupt(
-        &fs,
+        fs,
         rt,
         rid,
         &checked.copy_dir,
@@ -218,7 +204,7 @@ const INDENT: &str = "               ";
 
 fn render_stage(p: &StagePlan, root: &Path, located: &Located) -> String {
     let mut s = String::new();
-    let _ = writeln!(
+    push_line!(
         s,
         "plan: {} of package {} {} (ROOT {}); nothing was run or written",
         p.mode,
@@ -226,116 +212,102 @@ fn render_stage(p: &StagePlan, root: &Path, located: &Located) -> String {
         p.version,
         root.display()
     );
-    let _ = writeln!(s, "{}", located.line());
-    let _ = writeln!(s, "config: {}", p.config);
-    let _ = writeln!(s, "step markers: {}", p.flags_dir);
+    push_line!(s, "{}", located.line());
+    push_line!(s, "config: {}", p.config);
+    push_line!(s, "step markers: {}", p.flags_dir);
     if let Some([previous, current]) = &p.versions {
-        let _ = writeln!(s, "versions: previous {previous}, current {current}");
+        push_line!(s, "versions: previous {previous}, current {current}");
     }
     for note in &p.notes {
-        let _ = writeln!(s, "note: {note}");
+        push_line!(s, "note: {note}");
     }
     for w in &p.warnings {
-        let _ = writeln!(s, "warning: {w}");
+        push_line!(s, "warning: {w}");
     }
     s.push('\n');
     for step in &p.steps {
-        let _ = writeln!(s, "  {:<ACTION$}  {}", step.action.as_str(), step.path);
-        let _ = writeln!(s, "{INDENT}{}", step.reason);
+        push_line!(s, "  {:<ACTION$}  {}", step.action.as_str(), step.path);
+        push_line!(s, "{INDENT}{}", step.reason);
         if !step.markers_present.is_empty() {
-            let _ = writeln!(s, "{INDENT}markers: {}", step.markers_present.join(", "));
+            push_line!(s, "{INDENT}markers: {}", step.markers_present.join(", "));
         }
         for note in &step.notes {
-            let _ = writeln!(s, "{INDENT}note: {note}");
+            push_line!(s, "{INDENT}note: {note}");
         }
         if let Some(header) = &step.header {
-            let _ = writeln!(s, "{INDENT}header: {header}");
-            let _ = writeln!(
+            push_line!(s, "{INDENT}header: {header}");
+            push_line!(
                 s,
                 "{INDENT}arguments: {}",
                 pyrepr::repr_str_list(&step.arguments)
             );
             for (k, v) in &step.env {
-                let _ = writeln!(s, "{INDENT}env: {k}={v}");
+                push_line!(s, "{INDENT}env: {k}={v}");
             }
         }
     }
     if p.steps.is_empty() {
-        let _ = writeln!(s, "  (no steps)");
+        push_line!(s, "  (no steps)");
     }
     render_writes(&mut s, &p.writes);
     let count = |a: PlannedAction| p.steps.iter().filter(|x| x.action == a).count();
-    let _ = writeln!(
+    push_line!(
         s,
         "summary: {} to run, {} to skip",
-        steps(count(PlannedAction::Run)),
+        output::plural(count(PlannedAction::Run), "step"),
         count(PlannedAction::Skip)
     );
     if let Some(f) = &p.failure {
-        let _ = writeln!(s, "the run would fail: {f}");
+        push_line!(s, "the run would fail: {f}");
     }
     s
 }
 
-fn steps(n: usize) -> String {
-    format!("{n} step{}", if n == 1 { "" } else { "s" })
-}
-
 fn render_interrupt(p: &InterruptPlan, root: &Path, located: &Located) -> String {
     let mut s = String::new();
-    let _ = writeln!(
+    push_line!(
         s,
         "plan: interrupt {} for {} (ROOT {}); nothing was run or written",
         p.type_name,
         p.resource_id,
         root.display()
     );
-    let _ = writeln!(s, "{}", located.line());
-    let _ = writeln!(s, "payload: {}", p.payload);
-    let _ = writeln!(s, "interrupt markers: {}", p.markers_dir);
-    let _ = writeln!(
+    push_line!(s, "{}", located.line());
+    push_line!(s, "payload: {}", p.payload);
+    push_line!(s, "interrupt markers: {}", p.markers_dir);
+    push_line!(
         s,
         "boot ID: {}",
         p.boot_id.as_deref().unwrap_or("(unreadable)")
     );
     s.push('\n');
     for op in &p.operations {
-        match &op.command {
-            Some(cmd) => {
-                let _ = writeln!(
-                    s,
-                    "  {:<ACTION$}  {}: {cmd}",
-                    op.action.as_str(),
-                    op.operation
-                );
-            }
-            None => {
-                let _ = writeln!(s, "  {:<ACTION$}  {}", op.action.as_str(), op.operation);
-            }
-        }
-        let _ = writeln!(s, "{INDENT}{}", op.reason);
+        let command = op.command.as_ref().map(|c| format!(": {c}"));
+        push_line!(
+            s,
+            "  {:<ACTION$}  {}{}",
+            op.action.as_str(),
+            op.operation,
+            command.unwrap_or_default()
+        );
+        push_line!(s, "{INDENT}{}", op.reason);
     }
     if p.operations.is_empty() {
-        let _ = writeln!(
+        push_line!(
             s,
             "  (no operations: this kind runs nothing and writes no marker)"
         );
     }
     render_writes(&mut s, &p.writes);
     let count = |a: PlannedAction| p.operations.iter().filter(|x| x.action == a).count();
-    let _ = writeln!(
+    push_line!(
         s,
-        "summary: {} operation{} to run, {} to skip",
-        count(PlannedAction::Run),
-        if count(PlannedAction::Run) == 1 {
-            ""
-        } else {
-            "s"
-        },
+        "summary: {} to run, {} to skip",
+        output::plural(count(PlannedAction::Run), "operation"),
         count(PlannedAction::Skip)
     );
     if let Some(f) = &p.failure {
-        let _ = writeln!(s, "the run would fail: {f}");
+        push_line!(s, "the run would fail: {f}");
     }
     s
 }
@@ -344,20 +316,18 @@ fn render_interrupt(p: &InterruptPlan, root: &Path, located: &Located) -> String
 const KIND: usize = 12;
 
 fn render_writes(s: &mut String, writes: &[PlannedWrite]) {
-    let _ = writeln!(s, "\na run would write (host paths):");
+    push_line!(s, "\na run would write (host paths):");
     for w in writes {
         let _ = write!(s, "  {:<KIND$}  {}", w.kind.as_str(), w.path);
-        match (&w.condition, &w.note) {
-            (Some(c), Some(n)) => {
-                let _ = writeln!(s, " ({c}; {n})");
-            }
-            (Some(c), None) => {
-                let _ = writeln!(s, " ({c})");
-            }
-            (None, Some(n)) => {
-                let _ = writeln!(s, " ({n})");
-            }
-            (None, None) => s.push('\n'),
+        let notes: Vec<&str> = [&w.condition, &w.note]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        if notes.is_empty() {
+            s.push('\n');
+        } else {
+            push_line!(s, " ({})", notes.join("; "));
         }
     }
     let overlay = |k: plan::WriteKind| writes.iter().filter(|w| w.kind == k).count();

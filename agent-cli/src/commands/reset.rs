@@ -6,7 +6,6 @@
 //! [`agent_core::state::interrupt_markers`], locks from [`agent_core::state::locks`], the record from
 //! [`agent_core::state::results`].
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -27,7 +26,7 @@ use agent_core::state::status::RESET_MODE;
 use serde::Serialize;
 
 use crate::cli::{Operation, Reset, Verbosity};
-use crate::output::{self, Failure};
+use crate::output::{self, Failure, push_line};
 
 /// What one reset touches: the files of one package version (or interrupt resource).
 #[derive(Debug)]
@@ -57,13 +56,7 @@ struct Report {
 }
 
 pub fn run(args: &Reset, verbosity: Verbosity) -> ExitCode {
-    let result = Runtime::from_env()
-        .map_err(|e| Failure::failed(e.to_string()))
-        .and_then(|rt| {
-            crate::logging::init(&rt, verbosity);
-            reset(&rt, args)
-        });
-    match result {
+    match super::state::runtime(verbosity).and_then(|rt| reset(&rt, args)) {
         Ok(report) => {
             output::print_result(args.format, &report, || render(&report));
             ExitCode::SUCCESS
@@ -74,9 +67,7 @@ pub fn run(args: &Reset, verbosity: Verbosity) -> ExitCode {
 
 fn reset(rt: &Runtime, args: &Reset) -> Result<Report, Failure> {
     let fs = HostFs::new(&args.root);
-    let located =
-        super::state::locate_one(&fs, rt, args.state_dir.as_deref()).map_err(Failure::usage)?;
-    let rt = located.runtime(rt);
+    let (rt, located) = super::state::locate_one(&fs, rt, args.state_dir.as_deref())?;
     let what = if let Some(copy_dir) = &args.copy_dir {
         What::Steps(select_steps(&fs, copy_dir, args)?)
     } else if let Some(package) = &args.package {
@@ -171,22 +162,14 @@ impl What<'_> {
     fn scope(&self) -> String {
         match self {
             What::Steps(s) => s.scope.clone(),
-            What::Package {
-                name,
-                version: Some(v),
-            } => format!("every step of package {name} {v}"),
-            What::Package {
-                name,
-                version: None,
-            } => format!("every step of package {name} (every version)"),
-            What::Interrupt {
-                rid,
-                operation: Some(op),
-            } => format!("interrupt operation {} of {}", op.name, rid.id),
-            What::Interrupt {
-                rid,
-                operation: None,
-            } => format!("every interrupt operation of {}", rid.id),
+            What::Package { name, version } => format!(
+                "every step of package {name} {}",
+                version.unwrap_or("(every version)")
+            ),
+            What::Interrupt { rid, operation } => match operation {
+                Some(op) => format!("interrupt operation {} of {}", op.name, rid.id),
+                None => format!("every interrupt operation of {}", rid.id),
+            },
         }
     }
 
@@ -218,23 +201,30 @@ fn select_steps(fs: &HostFs, copy_dir: &Path, args: &Reset) -> Result<Selected, 
         .map_err(|e| {
         Failure::failed(format!("loading {}: {}", config_path.display(), chain(&e)))
     })?;
-    let mode = match &args.stage {
-        None => None,
-        Some(m) => Some(m.parse::<Mode>().map_err(|_| {
-            Failure::usage(format!(
-                "--stage {m:?} is not a stage MODE{}",
-                crate::cli::suggest_mode(m)
-                    .map(|s| format!("; did you mean {s}?"))
-                    .unwrap_or_default()
-            ))
-        })?),
-    };
+    let mode = args
+        .stage
+        .as_deref()
+        .map(|m| {
+            m.parse::<Mode>().map_err(|_| {
+                Failure::usage(format!(
+                    "--stage {m:?} is not a stage MODE{}",
+                    crate::cli::suggest_mode(m)
+                        .map(|s| format!("; did you mean {s}?"))
+                        .unwrap_or_default()
+                ))
+            })
+        })
+        .transpose()?;
     let (name, version) = (&config.package_name, &config.package_version);
-    let steps: Vec<Step> = config
+    let of_mode: Vec<&Step> = config
         .modes
         .iter()
         .filter(|(m, _)| mode.is_none_or(|want| **m == want))
         .flat_map(|(_, steps)| steps.iter())
+        .collect();
+    let steps: Vec<Step> = of_mode
+        .iter()
+        .copied()
         .filter(|s| args.step.as_deref().is_none_or(|p| s.path == p))
         .cloned()
         .collect();
@@ -243,12 +233,7 @@ fn select_steps(fs: &HostFs, copy_dir: &Path, args: &Reset) -> Result<Selected, 
         None => format!("package {name} {version}"),
     };
     if steps.is_empty() {
-        let known: Vec<String> = config
-            .modes
-            .iter()
-            .filter(|(m, _)| mode.is_none_or(|want| **m == want))
-            .flat_map(|(_, s)| s.iter().map(|s| s.path.clone()))
-            .collect();
+        let known: Vec<&str> = of_mode.iter().map(|s| s.path.as_str()).collect();
         return Err(Failure::failed(match &args.step {
             Some(p) => format!(
                 "no step {p:?} in {where_}; its steps: {}",
@@ -327,29 +312,26 @@ fn interrupt_files(
     rid: &ResourceId,
     operation: Option<&Operation>,
 ) -> Result<Target, Failure> {
-    let dir = agent_core::state::interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
+    let dir = interrupt_markers::resource_dir(&rt.state_dir, &rid.id);
+    let names = match operation {
+        Some(op) => vec![
+            interrupt_markers::complete_name(&op.kind, op.index),
+            interrupt_markers::pending_name(&op.kind, op.index),
+            interrupt_markers::attempts_name(&op.kind, op.index),
+        ],
+        None => list(fs, &dir)?
+            .into_iter()
+            .filter(|name| {
+                [".complete", ".pending", ".attempts"]
+                    .iter()
+                    .any(|ext| name.ends_with(ext))
+            })
+            .collect(),
+    };
     let mut files = Vec::new();
-    if let Some(op) = operation {
-        let (kind, index) = (op.kind.as_str(), op.index);
-        for name in [
-            interrupt_markers::complete_name(kind, index),
-            interrupt_markers::pending_name(kind, index),
-            interrupt_markers::attempts_name(kind, index),
-        ] {
-            let path = dir.join(name);
-            if present(fs, &path)? {
-                files.push(path);
-            }
-        }
-    } else {
-        for name in list(fs, &dir)? {
-            let path = dir.join(&name);
-            let marker = [".complete", ".pending", ".attempts"]
-                .iter()
-                .any(|ext| name.ends_with(ext));
-            if marker && present(fs, &path)? {
-                files.push(path);
-            }
+    for path in names.into_iter().map(|name| dir.join(name)) {
+        if present(fs, &path)? {
+            files.push(path);
         }
     }
     Ok(Target {
@@ -452,25 +434,25 @@ fn walk(fs: &HostFs, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Failure> 
 
 fn render(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "reset: {}", r.scope);
-    let _ = writeln!(s, "{}", r.state_line);
+    push_line!(s, "reset: {}", r.scope);
+    push_line!(s, "{}", r.state_line);
     if r.files.is_empty() {
-        let _ = writeln!(s, "nothing to remove: it already runs again");
+        push_line!(s, "nothing to remove: it already runs again");
         return s;
     }
     if r.removed {
-        let _ = writeln!(s, "removed:");
+        push_line!(s, "removed:");
     } else {
-        let _ = writeln!(
+        push_line!(
             s,
             "would remove (nothing was removed; add --yes to remove):"
         );
     }
     for f in &r.files {
-        let _ = writeln!(s, "  {f}");
+        push_line!(s, "  {f}");
     }
     for record in &r.records {
-        let _ = writeln!(s, "recorded in {record}");
+        push_line!(s, "recorded in {record}");
     }
     s
 }

@@ -11,14 +11,27 @@ use agent_core::host::runtime::Runtime;
 use agent_core::state::status;
 use serde::Serialize;
 
-/// One STATE directory a subcommand reads, with its LOGS and how it was chosen.
-#[derive(Debug, Clone, Serialize)]
+use crate::cli::Verbosity;
+use crate::output::Failure;
+
+/// The runtime settings a subcommand starts from, with its diagnostics set up at the level
+/// `-q`/`-v` (else SKYHOOK_AGENT_LOG) ask for.
+pub fn runtime(verbosity: Verbosity) -> Result<Runtime, Failure> {
+    let rt = Runtime::from_env().map_err(|e| Failure::failed(e.to_string()))?;
+    crate::logging::init(&rt, verbosity);
+    Ok(rt)
+}
+
+/// One STATE directory a subcommand reads, with its LOGS and how it was chosen (in that order
+/// in `agent logs --format json`).
+#[derive(Debug, Serialize)]
 pub struct Located {
     pub state_dir: PathBuf,
-    pub log_dir: PathBuf,
     /// `--state-dir`, `SKYHOOK_ROOT_DIR`, `found` (the operator's layout or the legacy
     /// default holds state) or `default` (nothing found: the legacy default).
+    #[serde(rename = "state_source")]
     pub source: &'static str,
+    pub log_dir: PathBuf,
 }
 
 impl Located {
@@ -91,18 +104,24 @@ pub fn locate(fs: &HostFs, rt: &Runtime, flag: Option<&Path>) -> Result<Vec<Loca
         .collect())
 }
 
-/// The one STATE a subcommand that acts on one reads; several found is a usage error.
-pub fn locate_one(fs: &HostFs, rt: &Runtime, flag: Option<&Path>) -> Result<Located, String> {
-    let mut found = locate(fs, rt, flag)?;
+/// The one STATE a subcommand that acts on one reads, and the runtime settings with it; several
+/// found is a usage error, as is a bad `--state-dir`.
+pub fn locate_one(
+    fs: &HostFs,
+    rt: &Runtime,
+    flag: Option<&Path>,
+) -> Result<(Runtime, Located), Failure> {
+    let mut found = locate(fs, rt, flag).map_err(Failure::usage)?;
     if found.len() == 1 {
-        return Ok(found.remove(0));
+        let located = found.remove(0);
+        return Ok((located.runtime(rt), located));
     }
-    Err(format!(
+    Err(Failure::usage(format!(
         "several state directories hold agent state ({}); choose one with --state-dir",
         found
             .iter()
             .map(|l| l.state_dir.display().to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    ))
+    )))
 }

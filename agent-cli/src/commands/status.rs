@@ -5,14 +5,13 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agent_core::host::fs::HostFs;
-use agent_core::host::runtime::Runtime;
 use agent_core::state::locks::Holder;
 use agent_core::state::results::ResultsRecord;
 use agent_core::state::status::{self, HostStatus, InterruptStatus, StatusError, Verdict};
 use serde::Serialize;
 
 use crate::cli::{Status, Verbosity};
-use crate::output::{self, Failure};
+use crate::output::{self, Failure, push_line};
 
 /// The whole answer, as `--format json` prints it.
 #[derive(Debug, Serialize)]
@@ -35,19 +34,21 @@ struct Found {
 }
 
 pub fn run(args: &Status, verbosity: Verbosity) -> ExitCode {
-    let format = args.format();
-    let fail = |f: Failure| output::fail(format, &["status"], "agent status failed", &f);
-    let rt = match Runtime::from_env() {
-        Ok(rt) => rt,
-        Err(e) => return fail(Failure::failed(e.to_string())),
-    };
-    crate::logging::init(&rt, verbosity);
+    let format = args.format.or_json(args.json);
+    match status(args, verbosity) {
+        Ok(report) => {
+            output::print_result(format, &report, || render(&report));
+            ExitCode::from(u8::from(report.status.is_failure()))
+        }
+        Err(f) => output::fail(format, &["status"], "agent status failed", &f),
+    }
+}
+
+fn status(args: &Status, verbosity: Verbosity) -> Result<Report, Failure> {
+    let rt = super::state::runtime(verbosity)?;
     let fs = HostFs::new(&args.root);
-    let located = match super::state::locate(&fs, &rt, args.state_dir.as_deref()) {
-        Ok(located) => located,
-        Err(e) => return fail(Failure::usage(e)),
-    };
-    let states: Vec<Found> = located
+    let states: Vec<Found> = super::state::locate(&fs, &rt, args.state_dir.as_deref())
+        .map_err(Failure::usage)?
         .into_iter()
         .map(|located| Found {
             status: status::collect(&fs, &located.runtime(&rt)),
@@ -55,30 +56,24 @@ pub fn run(args: &Status, verbosity: Verbosity) -> ExitCode {
             line: located.line(),
         })
         .collect();
-    let report = Report {
+    Ok(Report {
         status: Verdict::combine(states.iter().map(|s| s.status.status)),
         errors: states
             .iter()
             .flat_map(|s| s.status.errors.clone())
             .collect(),
         states,
-    };
-    output::print_result(format, &report, || render(&report));
-    if report.status.is_failure() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    })
 }
 
 fn render(report: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "status: {}", report.status.as_str());
+    push_line!(s, "status: {}", report.status.as_str());
     for state in &report.states {
         render_state(&mut s, state);
     }
     if !report.errors.is_empty() {
-        let _ = writeln!(s, "\nerrors:");
+        push_line!(s, "\nerrors:");
         for e in &report.errors {
             render_error(&mut s, e);
         }
@@ -88,17 +83,17 @@ fn render(report: &Report) -> String {
 
 fn render_state(s: &mut String, state: &Found) {
     let r = &state.status;
-    let _ = writeln!(s, "{}", state.line);
-    let _ = writeln!(
+    push_line!(s, "{}", state.line);
+    push_line!(
         s,
         "boot ID: {}",
         r.boot_id.as_deref().unwrap_or("(unreadable)")
     );
     if r.packages.is_empty() && r.other_interrupts.is_empty() {
-        let _ = writeln!(s, "\nno package state found under {}", r.state_dir);
+        push_line!(s, "\nno package state found under {}", r.state_dir);
     }
     for p in &r.packages {
-        let _ = writeln!(
+        push_line!(
             s,
             "\npackage {}: {}{}{}",
             p.name,
@@ -110,39 +105,33 @@ fn render_state(s: &mut String, state: &Found) {
                 .unwrap_or_default()
         );
         match (&p.history_problem, &p.current_version) {
-            (Some(problem), _) => {
-                let _ = writeln!(s, "  current version: unknown ({problem})");
-            }
-            (None, Some(v)) => {
-                let _ = writeln!(s, "  current version: {v}");
-            }
-            (None, None) => {
-                let _ = writeln!(s, "  current version: (none recorded)");
-            }
+            (Some(problem), _) => push_line!(s, "  current version: unknown ({problem})"),
+            (None, Some(v)) => push_line!(s, "  current version: {v}"),
+            (None, None) => push_line!(s, "  current version: (none recorded)"),
         }
         if !p.history.is_empty() {
-            let _ = writeln!(s, "  history (newest first):");
+            push_line!(s, "  history (newest first):");
             for h in &p.history {
-                let _ = writeln!(s, "    {}  {}", h.version, h.time);
+                push_line!(s, "    {}  {}", h.version, h.time);
             }
         }
         for v in &p.versions {
-            let _ = writeln!(s, "  version {}", v.version);
-            let _ = writeln!(s, "    completion markers: {}", v.markers.len());
+            push_line!(s, "  version {}", v.version);
+            push_line!(s, "    completion markers: {}", v.markers.len());
             for m in &v.markers {
-                let _ = writeln!(s, "      {m}");
+                push_line!(s, "      {m}");
             }
             for run in &v.runs {
-                let _ = writeln!(s, "    last {}", run_line(run));
+                push_line!(s, "    last {}", run_line(run));
             }
         }
         for i in &p.interrupts {
             render_interrupt(s, i);
         }
         if let Some(last) = &p.last_run {
-            let _ = writeln!(s, "  last run: {} {}", last.version, run_line(last));
+            push_line!(s, "  last run: {} {}", last.version, run_line(last));
             if let Some(e) = &last.error {
-                let _ = writeln!(s, "    error: {e}");
+                push_line!(s, "    error: {e}");
             }
             for op in &last.operations {
                 let mut line = format!("    {} {}: {}", op.decision, op.operation, op.reason);
@@ -161,25 +150,25 @@ fn render_state(s: &mut String, state: &Found) {
                 if let Some(u) = &op.usage {
                     let _ = write!(line, "; {}", usage_text(u));
                 }
-                let _ = writeln!(s, "{line}");
+                push_line!(s, "{line}");
                 if let Some(log) = &op.log {
-                    let _ = writeln!(s, "      log: {log}");
+                    push_line!(s, "      log: {log}");
                 }
             }
         }
     }
     for i in &r.other_interrupts {
-        let _ = writeln!(s);
+        s.push('\n');
         render_interrupt(s, i);
     }
     if !r.check_results.is_empty() {
-        let _ = writeln!(
+        push_line!(
             s,
             "\ncheck results of the last check stage ({}/flags/check_results):",
             r.state_dir
         );
         for c in &r.check_results {
-            let _ = writeln!(
+            push_line!(
                 s,
                 "  {} {}",
                 c.path,
@@ -188,7 +177,7 @@ fn render_state(s: &mut String, state: &Found) {
         }
     }
     if !r.all_checked.is_empty() {
-        let _ = writeln!(
+        push_line!(
             s,
             "check stages whose checks all passed: {}",
             r.all_checked.join(", ")
@@ -252,7 +241,7 @@ fn run_line(run: &ResultsRecord) -> String {
 }
 
 fn render_interrupt(s: &mut String, i: &InterruptStatus) {
-    let _ = writeln!(
+    push_line!(
         s,
         "  interrupts of {}: {}{}",
         i.resource_id,
@@ -260,7 +249,7 @@ fn render_interrupt(s: &mut String, i: &InterruptStatus) {
         held(i.lock.as_ref())
     );
     for op in &i.operations {
-        let _ = writeln!(s, "    {} {}: {}", op.operation, op.state, op.detail);
+        push_line!(s, "    {} {}: {}", op.operation, op.state, op.detail);
     }
 }
 
@@ -274,14 +263,14 @@ fn render_error(s: &mut String, e: &StatusError) {
     match &e.step {
         None => {
             let sep = if head.trim().is_empty() { "" } else { ": " };
-            let _ = writeln!(s, "{head}{sep}{}", e.message);
+            push_line!(s, "{head}{sep}{}", e.message);
         }
         Some(step)
             if e.mode.as_deref() == Some("interrupt")
                 && e.exit_code.is_none()
                 && e.signal.is_none() =>
         {
-            let _ = writeln!(s, "{head}: {step}: {}", e.message);
+            push_line!(s, "{head}: {step}: {}", e.message);
         }
         Some(step) => {
             let outcome = match (e.exit_code, e.signal) {
@@ -289,23 +278,23 @@ fn render_error(s: &mut String, e: &StatusError) {
                 (None, Some(sig)) => format!("killed by signal {sig}"),
                 (None, None) => "failed".to_owned(),
             };
-            let _ = writeln!(s, "{head}: {step}: {outcome}");
-            let _ = writeln!(s, "    error: {}", e.message);
+            push_line!(s, "{head}: {step}: {outcome}");
+            push_line!(s, "    error: {}", e.message);
         }
     }
     if let Some(log) = &e.log {
-        let _ = writeln!(s, "    log: {log}");
+        push_line!(s, "    log: {log}");
     }
     if let Some(record) = &e.record {
-        let _ = writeln!(s, "    record: {record}");
+        push_line!(s, "    record: {record}");
     }
     if let Some(at) = &e.reset_at {
-        let _ = writeln!(s, "    reset: agent reset at {at}; not run since");
+        push_line!(s, "    reset: agent reset at {at}; not run since");
     }
     if !e.last_output.is_empty() {
-        let _ = writeln!(s, "    last output:");
+        push_line!(s, "    last output:");
         for line in &e.last_output {
-            let _ = writeln!(s, "      {line}");
+            push_line!(s, "      {line}");
         }
     }
 }

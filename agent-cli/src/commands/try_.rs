@@ -16,7 +16,7 @@ pub fn internal(args: &[OsString]) -> Option<ExitCode> {
 }
 
 pub fn run(args: &Try, verbosity: Verbosity) -> ExitCode {
-    let format = args.format();
+    let format = args.format.or_json(args.json);
     let fail = |f: Failure| output::fail(format, &["try"], "agent try", &f);
     let outcome = agent_try::run(&Options {
         package_dir: &args.package_dir,

@@ -1,13 +1,12 @@
 //! `agent validate COPY_DIR`: lint a package directory offline (SPEC §1.4, §7).
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use agent_core::package::config::{self as package, Finding, PackageConfig, Severity};
 use serde::Serialize;
 
 use crate::cli::Validate;
-use crate::output;
+use crate::output::{self, push_line};
 
 #[derive(Debug, Serialize)]
 struct Report {
@@ -39,29 +38,23 @@ pub fn run(args: &Validate) -> ExitCode {
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .count();
-    let identity = if errors == 0 {
-        bytes
-            .ok()
-            .and_then(|bytes| PackageConfig::from_slice(&bytes).ok())
-            .map(|(c, _)| (c.package_name, c.package_version))
-    } else {
-        None
-    };
+    let (package, version) = bytes
+        .ok()
+        .filter(|_| errors == 0)
+        .and_then(|bytes| PackageConfig::from_slice(&bytes).ok())
+        .map(|(c, _)| (c.package_name, c.package_version))
+        .unzip();
     let report = Report {
         config: config.display().to_string(),
         valid: errors == 0,
         errors,
         warnings: findings.len() - errors,
-        package: identity.as_ref().map(|(n, _)| n.clone()),
-        version: identity.map(|(_, v)| v),
+        package,
+        version,
         findings,
     };
     output::print_result(args.format, &report, || render(&report));
-    if report.valid {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    ExitCode::from(u8::from(!report.valid))
 }
 
 fn render(r: &Report) -> String {
@@ -71,25 +64,24 @@ fn render(r: &Report) -> String {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        let _ = writeln!(s, "{level}: {f}");
+        push_line!(s, "{level}: {f}");
     }
-    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     match (&r.package, &r.version) {
         (Some(name), Some(version)) if r.valid => {
-            let _ = writeln!(
+            push_line!(
                 s,
                 "{}: valid: package {name} {version}, {}",
                 r.config,
-                plural(r.warnings, "warning")
+                output::plural(r.warnings, "warning")
             );
         }
         _ => {
-            let _ = writeln!(
+            push_line!(
                 s,
                 "{}: invalid: {}, {}",
                 r.config,
-                plural(r.errors, "error"),
-                plural(r.warnings, "warning")
+                output::plural(r.errors, "error"),
+                output::plural(r.warnings, "warning")
             );
         }
     }
