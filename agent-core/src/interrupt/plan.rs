@@ -294,7 +294,9 @@ pub async fn plan_interrupt(
     let failure = resolv_failure(fs.root(), rt)
         .or_else(|| result.err().map(|e| Chain(&e).to_string()))
         .or_else(|| {
-            let op = operations.iter().find(|op| op.action == PlannedAction::Fail)?;
+            let op = operations
+                .iter()
+                .find(|op| op.action == PlannedAction::Fail)?;
             Some(format!("{}: {}", op.operation, op.reason))
         });
 

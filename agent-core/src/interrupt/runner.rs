@@ -156,8 +156,9 @@ struct Tracked {
 impl Performer {
     pub(crate) fn new(settings: InterruptSettings, type_name: &'static str) -> Self {
         // The run's one log, under `LOGS/<pkg>/<ver>/interrupts/`.
+        let rel = format!("interrupts/{type_name}");
         let logs = match &settings.log_dir {
-            Some(dir) => InvocationLogs::new(true, dir, [format!("interrupts/{type_name}").as_str()]),
+            Some(dir) => InvocationLogs::new(true, dir, [rel.as_str()]),
             None => InvocationLogs::new(false, Path::new("/"), []),
         };
         Self {

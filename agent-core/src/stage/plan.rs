@@ -583,9 +583,7 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
             )));
         }
         Err(e) => {
-            return Some(OverlayDiff::NotShown(
-                Chain(&e).to_string(),
-            ));
+            return Some(OverlayDiff::NotShown(Chain(&e).to_string()));
         }
     };
     if old.len().max(new.len()) > DIFF_MAX_BYTES {

@@ -418,40 +418,40 @@ impl Validator {
         let step_path = self
             .required(object, path, "path", Self::string)
             .filter(|p| {
-            if let Some(problem) = step_path_problem(p) {
-                self.error(&field(path, "path"), problem);
-                return false;
-            }
-            // `check_results` holds one `<PATH> <True|False>` line per step, and headers and
-            // logs name the path: a newline (or any control character) breaks them.
-            if p.chars().any(char::is_control) {
-                self.warning(
-                    &field(path, "path"),
-                    format!(
-                        "{} contains a control character, which breaks the lines of \
+                if let Some(problem) = step_path_problem(p) {
+                    self.error(&field(path, "path"), problem);
+                    return false;
+                }
+                // `check_results` holds one `<PATH> <True|False>` line per step, and headers and
+                // logs name the path: a newline (or any control character) breaks them.
+                if p.chars().any(char::is_control) {
+                    self.warning(
+                        &field(path, "path"),
+                        format!(
+                            "{} contains a control character, which breaks the lines of \
                          check_results, execution headers and logs",
-                        quote(p)
-                    ),
-                );
-            }
-            true
-        });
+                            quote(p)
+                        ),
+                    );
+                }
+                true
+            });
 
         let arguments = self
             .required(object, path, "arguments", Self::string_array)
             .filter(|args| {
-            let mut ok = true;
-            for (i, arg) in args.iter().enumerate() {
-                if arg.contains('\0') {
-                    self.error(
-                        &index(&field(path, "arguments"), i),
-                        format!("{} must not contain NUL", quote(arg)),
-                    );
-                    ok = false;
+                let mut ok = true;
+                for (i, arg) in args.iter().enumerate() {
+                    if arg.contains('\0') {
+                        self.error(
+                            &index(&field(path, "arguments"), i),
+                            format!("{} must not contain NUL", quote(arg)),
+                        );
+                        ok = false;
+                    }
                 }
-            }
-            ok
-        });
+                ok
+            });
 
         let returncodes = self.required(object, path, "returncodes", Self::returncodes);
         let on_host = self.required(object, path, "on_host", Self::bool);
