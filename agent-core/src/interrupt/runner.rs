@@ -331,25 +331,23 @@ impl Performer {
                 });
             }
         };
-        let succeeded = match policy {
-            CompletionPolicy::OnSuccess => {
-                outcome.termination == Termination::Exited(0) && !outcome.timed_out
-            }
+        let (succeeded, accepted) = match policy {
+            CompletionPolicy::OnSuccess => (
+                outcome.termination == Termination::Exited(0) && !outcome.timed_out,
+                "[0]",
+            ),
             // Exit 0 (enqueued) or killed by the shutdown: the command did its part; the boot
             // ID confirms the rest on the next run.
-            CompletionPolicy::AfterReboot => {
+            CompletionPolicy::AfterReboot => (
                 outcome.cancelled
                     || matches!(
                         outcome.termination,
                         Termination::Exited(0) | Termination::Signalled(libc::SIGTERM)
-                    )
-            }
+                    ),
+                "[0] or SIGTERM",
+            ),
         };
         operation::finished(subject, &outcome, succeeded);
-        let accepted = match policy {
-            CompletionPolicy::OnSuccess => "[0]",
-            CompletionPolicy::AfterReboot => "[0] or SIGTERM",
-        };
         let result = OperationResult::ran(&text, reason.to_owned(), &outcome, succeeded, log_field)
             .with_id(id)
             .with_accepted(accepted);

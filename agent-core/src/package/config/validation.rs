@@ -150,11 +150,7 @@ impl Validator {
                 }
             }
         }
-        if self.has_errors() {
-            None
-        } else {
-            parsed.config
-        }
+        parsed.config.filter(|_| !self.has_errors())
     }
 
     pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
@@ -187,23 +183,16 @@ impl Validator {
     }
 
     fn check_document(&mut self, bytes: &[u8]) -> Option<Parsed> {
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(e) => {
-                self.error("", format!("config is not valid UTF-8: {e}"));
-                return None;
-            }
-        };
+        let text = std::str::from_utf8(bytes)
+            .inspect_err(|e| self.error("", format!("config is not valid UTF-8: {e}")))
+            .ok()?;
         // serde_json refuses nesting deeper than 128 levels, so hostile input cannot overflow
         // the stack here or in the recursive drop of a value.
         let mut de = serde_json::Deserializer::from_str(text);
-        match stream::parse(&mut de, &Validator::new(self.strictness), self.keep) {
-            Ok(doc) => self.check_parsed(doc),
-            Err(e) => {
-                self.error("", format!("config is not valid JSON: {e}"));
-                None
-            }
-        }
+        let doc = stream::parse(&mut de, &Validator::new(self.strictness), self.keep)
+            .inspect_err(|e| self.error("", format!("config is not valid JSON: {e}")))
+            .ok()?;
+        self.check_parsed(doc)
     }
 
     /// The document rules over a parsed document.
