@@ -67,7 +67,7 @@ pub(super) fn parse<'de, R: serde_json::de::Read<'de>>(
     checks: &Validator,
     keep: Option<Mode>,
 ) -> Result<Streamed<Document>, serde_json::Error> {
-    let doc = Top { checks, keep }.deserialize(&mut *de)?;
+    let doc = Top(ModesSeed { checks, keep }).deserialize(&mut *de)?;
     de.end()?;
     Ok(doc)
 }
@@ -117,11 +117,8 @@ fn other_seq<'de, T, A: SeqAccess<'de>>(seq: A) -> Result<Streamed<T>, A::Error>
     Value::deserialize(SeqAccessDeserializer::new(seq)).map(Streamed::Other)
 }
 
-/// The top-level object.
-struct Top<'a> {
-    checks: &'a Validator,
-    keep: Option<Mode>,
-}
+/// The top-level object: `modes` is read with the seed it holds.
+struct Top<'a>(ModesSeed<'a>);
 
 visited_seed!(Top<'_>);
 
@@ -139,10 +136,7 @@ impl<'de> Visitor<'de> for Top<'_> {
         let mut modes = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "modes" {
-                modes = Some(map.next_value_seed(ModesSeed {
-                    checks: self.checks,
-                    keep: self.keep,
-                })?);
+                modes = Some(map.next_value_seed(self.0)?);
             } else {
                 let value: Value = map.next_value()?;
                 top.insert(key, value);
@@ -153,6 +147,7 @@ impl<'de> Visitor<'de> for Top<'_> {
 }
 
 /// The `modes` object.
+#[derive(Clone, Copy)]
 struct ModesSeed<'a> {
     checks: &'a Validator,
     keep: Option<Mode>,
