@@ -301,7 +301,6 @@ pub async fn plan_interrupt(
         });
 
     let mut writes = Vec::new();
-    let mut logged = false;
     for op in &operations {
         let marker = |suffix: &str, condition: Option<&str>| {
             PlannedWrite::new(
@@ -311,14 +310,12 @@ pub async fn plan_interrupt(
             )
         };
         match (op.action, op.policy) {
-            (PlannedAction::Run, Some(CompletionPolicy::AfterReboot)) => {
-                writes.push(marker("attempts", Some("once the command started")));
-                writes.push(marker("pending", Some("before the command")));
-                logged = true;
-            }
+            (PlannedAction::Run, Some(CompletionPolicy::AfterReboot)) => writes.extend([
+                marker("attempts", Some("once the command started")),
+                marker("pending", Some("before the command")),
+            ]),
             (PlannedAction::Run, _) => {
                 writes.push(marker("complete", Some("if the command succeeds")));
-                logged = true;
             }
             (PlannedAction::Skip, _) if op.reason.starts_with("complete after reboot") => {
                 writes.push(marker("complete", Some("renamed from .pending")));
@@ -327,6 +324,7 @@ pub async fn plan_interrupt(
             _ => {}
         }
     }
+    let logged = operations.iter().any(|op| op.action == PlannedAction::Run);
     if logged && rt.write_logs {
         writes.push(PlannedWrite::new(
             format!(
