@@ -454,20 +454,15 @@ impl Validator {
         // SPEC §7: upgrade steps receive the versions as their only arguments (§8.5).
         let mut upgrade_ok = true;
         if upgrade_step == Some(true) {
-            if !mode.is_upgrade() {
-                self.error(
-                    &field(path, "upgrade_step"),
-                    format!("may only be true in modes.upgrade and modes.upgrade-check, not in modes.{mode}"),
-                );
-                upgrade_ok = false;
-            }
-            if arguments.as_ref().is_some_and(|a| !a.is_empty()) {
-                self.error(
-                    &field(path, "arguments"),
-                    "must be empty for an upgrade step (the agent passes the previous and current versions)",
-                );
-                upgrade_ok = false;
-            }
+            upgrade_ok &= self.rule(mode.is_upgrade(), &field(path, "upgrade_step"), || {
+                format!(
+                    "may only be true in modes.upgrade and modes.upgrade-check, not in modes.{mode}"
+                )
+            });
+            let no_arguments = arguments.as_ref().is_none_or(Vec::is_empty);
+            upgrade_ok &= self.rule(no_arguments, &field(path, "arguments"), || {
+                "must be empty for an upgrade step (the agent passes the previous and current versions)"
+            });
         }
 
         for key in sorted_keys(object) {
@@ -524,13 +519,10 @@ impl Validator {
         for key in sorted_keys(object) {
             let var_path = field(path, key);
             // execve(2) cannot carry these; reject them here rather than fail mid-stage.
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
-                self.error(
-                    &var_path,
-                    format!("{} is not a valid environment variable name", quote(key)),
-                );
-                ok = false;
-            }
+            let valid = !(key.is_empty() || key.contains('=') || key.contains('\0'));
+            ok &= self.rule(valid, &var_path, || {
+                format!("{} is not a valid environment variable name", quote(key))
+            });
             match self.string(&object[key], &var_path) {
                 Some(v) if v.contains('\0') => {
                     self.error(&var_path, format!("{} must not contain NUL", quote(v)));
@@ -592,7 +584,7 @@ impl Validator {
     }
 
     /// Whether rule `ok` holds; a finding at `path` when it does not.
-    fn rule(&mut self, ok: bool, path: &str, message: impl FnOnce() -> String) -> bool {
+    fn rule<M: Into<String>>(&mut self, ok: bool, path: &str, message: impl FnOnce() -> M) -> bool {
         if !ok {
             self.error(path, message());
         }
