@@ -6,8 +6,7 @@
 
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
+use std::fmt::Write as _;
 
 /// Appends `s` as a JSON string literal, byte for byte as Go's `json.Marshal` writes it.
 ///
@@ -44,11 +43,7 @@ fn write_char(out: &mut String, c: char) {
         '\u{8}' => out.push_str("\\b"),
         '\u{c}' => out.push_str("\\f"),
         '\0'..='\u{1f}' | '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-            let cp = u32::from(c);
-            out.push_str("\\u");
-            for shift in [12, 8, 4, 0] {
-                out.push(char::from(HEX[((cp >> shift) & 0xf) as usize]));
-            }
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
         }
         c => out.push(c),
     }
@@ -67,11 +62,9 @@ pub(crate) fn step_fingerprint(
     on_host: bool,
 ) -> String {
     let json = fingerprint_json(path, arguments, returncodes, env, on_host);
-    let digest = Sha256::digest(json.as_bytes());
     let mut hex = String::with_capacity(64);
-    for byte in digest {
-        hex.push(char::from(HEX[usize::from(byte >> 4)]));
-        hex.push(char::from(HEX[usize::from(byte & 0xf)]));
+    for byte in Sha256::digest(json.as_bytes()) {
+        let _ = write!(hex, "{byte:02x}");
     }
     hex
 }
@@ -88,32 +81,37 @@ fn fingerprint_json(
     let mut json = String::from("{\"path\":");
     write_str(&mut json, path);
     json.push_str(",\"arguments\":[");
-    for (i, argument) in arguments.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        write_str(&mut json, argument);
-    }
+    write_list(&mut json, arguments, |json, argument| {
+        write_str(json, argument);
+    });
     json.push_str("],\"returnCodes\":[");
-    for (i, code) in returncodes.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        json.push_str(&code.to_string());
-    }
+    write_list(&mut json, returncodes, |json, code| {
+        let _ = write!(json, "{code}");
+    });
     json.push_str("],\"env\":{");
-    for (i, (key, value)) in env.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        write_str(&mut json, key);
+    write_list(&mut json, env, |json, (key, value)| {
+        write_str(json, key);
         json.push(':');
-        write_str(&mut json, value);
-    }
+        write_str(json, value);
+    });
     json.push_str("},\"onHost\":");
     json.push_str(if on_host { "true" } else { "false" });
     json.push('}');
     json
+}
+
+/// `items`, each written by `write`, separated by commas.
+fn write_list<T>(
+    json: &mut String,
+    items: impl IntoIterator<Item = T>,
+    write: impl Fn(&mut String, T),
+) {
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        write(json, item);
+    }
 }
 
 #[cfg(test)]

@@ -110,17 +110,11 @@ pub fn repr_int_list(items: &[i64]) -> String {
 /// CPython's `str.isprintable` for one code point, on CPython 3.13's Unicode version.
 fn is_printable(c: char) -> bool {
     let cp = u32::from(c);
+    // The first range that does not end before `cp` holds it, if any does.
+    let i = ASSIGNED_IN_UNICODE_16.partition_point(|&(_, hi)| hi < cp);
     if ASSIGNED_IN_UNICODE_16
-        .binary_search_by(|&(lo, hi)| {
-            if hi < cp {
-                std::cmp::Ordering::Less
-            } else if lo > cp {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_ok()
+        .get(i)
+        .is_some_and(|&(lo, _)| lo <= cp)
     {
         return false;
     }
@@ -140,19 +134,15 @@ fn is_printable(c: char) -> bool {
 
 /// Appends `\xNN`, `\uNNNN` or `\UNNNNNNNN` (lowercase hex), the shortest form CPython uses.
 fn push_escape(out: &mut String, c: char) {
+    use std::fmt::Write as _;
     let cp = u32::from(c);
-    let (prefix, digits) = if cp <= 0xff {
-        ("\\x", 2)
+    let _ = if cp <= 0xff {
+        write!(out, "\\x{cp:02x}")
     } else if cp <= 0xffff {
-        ("\\u", 4)
+        write!(out, "\\u{cp:04x}")
     } else {
-        ("\\U", 8)
+        write!(out, "\\U{cp:08x}")
     };
-    out.push_str(prefix);
-    for shift in (0..digits).rev() {
-        let nibble = (cp >> (shift * 4)) & 0xf;
-        out.push(char::from_digit(nibble, 16).unwrap_or('0'));
-    }
 }
 
 #[cfg(test)]

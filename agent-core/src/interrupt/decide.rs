@@ -27,15 +27,17 @@ pub(crate) fn start(
     markers: &OperationMarkers,
     policy: CompletionPolicy,
 ) -> Result<Start, InterruptError> {
-    let done = markers.is_complete(fs).map_err(state_err(format!(
-        "checking {}",
-        markers.complete.display()
-    )))?;
-    Ok(match (done, policy) {
+    Ok(match (complete(fs, markers)?, policy) {
         (true, _) => Start::Complete,
         (false, CompletionPolicy::OnSuccess) => Start::Run,
         (false, CompletionPolicy::AfterReboot) => Start::AfterReboot,
     })
+}
+
+/// Whether the operation's completion marker is present.
+pub(crate) fn complete(fs: &HostFs, markers: &OperationMarkers) -> Result<bool, InterruptError> {
+    let checking = format!("checking {}", markers.complete.display());
+    Ok(markers.is_complete(fs).map_err(state_err(checking))?)
 }
 
 /// What an after-reboot operation does next (SPEC §9.4, §9.6).

@@ -103,35 +103,22 @@ impl DryRun {
                          {boot_id} (SKYHOOK_REBOOT_MAX_ATTEMPTS={max})"
                 ),
             ),
-            RebootStep::Reboot {
-                attempt,
-                pending: PendingState::SameBoot,
-            } => (
+            RebootStep::Reboot { attempt, pending } => (
                 PlannedAction::Run,
-                format!(
-                    "reboot again (attempt {attempt} of {max}): pending with boot ID \
+                match pending {
+                    PendingState::SameBoot => format!(
+                        "reboot again (attempt {attempt} of {max}): pending with boot ID \
                          {boot_id}, the current boot ID, so the host has not restarted"
-                ),
-            ),
-            RebootStep::Reboot {
-                attempt,
-                pending: PendingState::Malformed(content),
-            } => (
-                PlannedAction::Run,
-                format!(
-                    "reboot (attempt {attempt} of {max}): the pending marker is malformed \
+                    ),
+                    PendingState::Malformed(content) => format!(
+                        "reboot (attempt {attempt} of {max}): the pending marker is malformed \
                          ({content:?}) and would be replaced; boot ID {boot_id}"
-                ),
-            ),
-            RebootStep::Reboot {
-                attempt,
-                pending: PendingState::Absent,
-            } => (
-                PlannedAction::Run,
-                format!(
-                    "no completion marker; reboot (attempt {attempt} of {max}) under boot \
+                    ),
+                    PendingState::Absent => format!(
+                        "no completion marker; reboot (attempt {attempt} of {max}) under boot \
                          ID {boot_id}"
-                ),
+                    ),
+                },
             ),
         })
     }
@@ -219,17 +206,7 @@ impl Operations for DryRun {
     }
 }
 
-/// Dry-run `interrupt`: the kind builds its operations as in a real run, and each is judged
-/// against the markers, the pending marker and the boot ID without running or writing
-/// anything. Returns the operations in order, and the kind's own error if it gave up.
-pub(crate) async fn plan_operations(
-    settings: InterruptSettings,
-    interrupt: &(dyn Interrupt + 'static),
-) -> (Vec<PlannedOperation>, Result<(), InterruptError>) {
-    plan_confined(settings, interrupt, None).await
-}
-
-/// `plan_operations` that gives up on the kind once its own code has run for `limit`
+/// `plan_confined` that gives up on the kind once its own code has run for `limit`
 /// without handing over an operation (a kind's code is run again here, after a real run: a
 /// run that failed names what it did not get to, and must not hang on it).
 pub async fn plan_operations_within(
@@ -244,7 +221,10 @@ pub async fn plan_operations_within(
     plan_limited(settings, interrupt, None, &limits).await
 }
 
-/// [`plan_operations`], the kind's thread entering `confine` first (in tests: the spawn trap).
+/// Dry-run `interrupt`: the kind builds its operations as in a real run, and each is judged
+/// against the markers, the pending marker and the boot ID without running or writing
+/// anything. Returns the operations in order, and the kind's own error if it gave up. The
+/// kind's thread enters `confine` first (in tests: the spawn trap).
 pub(crate) async fn plan_confined(
     settings: InterruptSettings,
     interrupt: &(dyn Interrupt + 'static),
@@ -310,18 +290,17 @@ pub async fn plan_interrupt(
 ) -> Result<InterruptPlan, PlanError> {
     let settings = dry_settings(fs, rt, rid, copy_dir, env);
     let markers_dir = settings.markers_dir.clone();
-    let (operations, result) = plan_operations(settings, interrupt).await;
-    let mut failure =
-        resolv_failure(fs.root(), rt).or_else(|| result.err().map(|e| Chain(&e).to_string()));
-    if failure.is_none() {
-        failure = operations
-            .iter()
-            .find(|op| op.action == PlannedAction::Fail)
-            .map(|op| format!("{}: {}", op.operation, op.reason));
-    }
+    let (operations, result) = plan_confined(settings, interrupt, None).await;
+    let failure = resolv_failure(fs.root(), rt)
+        .or_else(|| result.err().map(|e| Chain(&e).to_string()))
+        .or_else(|| {
+            let op = operations
+                .iter()
+                .find(|op| op.action == PlannedAction::Fail)?;
+            Some(format!("{}: {}", op.operation, op.reason))
+        });
 
     let mut writes = Vec::new();
-    let mut logged = false;
     for op in &operations {
         let marker = |suffix: &str, condition: Option<&str>| {
             PlannedWrite::new(
@@ -331,14 +310,12 @@ pub async fn plan_interrupt(
             )
         };
         match (op.action, op.policy) {
-            (PlannedAction::Run, Some(CompletionPolicy::AfterReboot)) => {
-                writes.push(marker("attempts", Some("once the command started")));
-                writes.push(marker("pending", Some("before the command")));
-                logged = true;
-            }
+            (PlannedAction::Run, Some(CompletionPolicy::AfterReboot)) => writes.extend([
+                marker("attempts", Some("once the command started")),
+                marker("pending", Some("before the command")),
+            ]),
             (PlannedAction::Run, _) => {
                 writes.push(marker("complete", Some("if the command succeeds")));
-                logged = true;
             }
             (PlannedAction::Skip, _) if op.reason.starts_with("complete after reboot") => {
                 writes.push(marker("complete", Some("renamed from .pending")));
@@ -347,6 +324,7 @@ pub async fn plan_interrupt(
             _ => {}
         }
     }
+    let logged = operations.iter().any(|op| op.action == PlannedAction::Run);
     if logged && rt.write_logs {
         writes.push(PlannedWrite::new(
             format!(

@@ -46,10 +46,10 @@ impl Performer {
                         marker: markers.complete_name(),
                     },
                     OperationResult::skipped(
-                        format!("{}_{index}", self.type_name),
+                        self.name(index),
                         format!("the host rebooted since the command ran (boot ID was {since})"),
                     )
-                    .with_id(format!("{}_{index}", self.type_name)),
+                    .with_id(self.name(index)),
                 );
                 return Ok(());
             }
@@ -132,7 +132,7 @@ impl Performer {
                 // The reboot is enqueued; the shutdown will stop us. If it does not, fail
                 // (the pending marker stays, so the next run retries or promotes).
                 let cancel = s.exec.cancel.stop.clone();
-                let operation = format!("{}_{index}", self.type_name);
+                let operation = self.name(index);
                 info!(
                     operation = %operation,
                     wait_s = s.reboot_wait.as_secs(),

@@ -59,11 +59,7 @@ impl InterruptSettings {
         type_name: &str,
         index: usize,
     ) -> Result<bool, InterruptError> {
-        let markers = self.markers(type_name, index);
-        Ok(markers.is_complete(&self.fs).map_err(state_err(format!(
-            "checking {}",
-            markers.complete.display()
-        )))?)
+        decide::complete(&self.fs, &self.markers(type_name, index))
     }
 
     /// `NODE_NAME` from the agent's environment, else the host's hostname.
@@ -152,50 +148,19 @@ struct Tracked {
     shutdown_in_progress: bool,
     /// The indices the kind handed over so far (SPEC §9.5: each at most once per run).
     used: BTreeSet<usize>,
-    /// The first failure the kind was handed: it fails the run whatever the kind returns.
-    failure: Option<Failure>,
-}
-
-/// A failure the core saw, kept to settle the run's outcome (SPEC §9.5).
-#[derive(Debug, Clone)]
-enum Failure {
-    Stopped,
-    Duplicate { operation: String, index: usize },
-    Failed { operation: String, error: String },
-}
-
-impl Failure {
-    fn of(operation: String, error: &InterruptError) -> Self {
-        match error {
-            InterruptError::Stopped => Self::Stopped,
-            InterruptError::DuplicateOperation { operation, index } => Self::Duplicate {
-                operation: operation.clone(),
-                index: *index,
-            },
-            e => Self::Failed {
-                operation,
-                error: crate::host::errors::Chain(e).to_string(),
-            },
-        }
-    }
-
-    /// The run's error when the kind returned `Ok` after this failure.
-    fn into_error(self) -> InterruptError {
-        match self {
-            Self::Stopped => InterruptError::Stopped,
-            Self::Duplicate { operation, index } => {
-                InterruptError::DuplicateOperation { operation, index }
-            }
-            Self::Failed { operation, error } => {
-                InterruptError::SwallowedFailure { operation, error }
-            }
-        }
-    }
+    /// The first failure the kind was handed, as the run's error should the kind return `Ok`
+    /// after it: it fails the run whatever the kind returns (SPEC §9.5).
+    failure: Option<InterruptError>,
 }
 
 impl Performer {
     pub(crate) fn new(settings: InterruptSettings, type_name: &'static str) -> Self {
-        let logs = interrupt_logs(&settings, type_name);
+        // The run's one log, under `LOGS/<pkg>/<ver>/interrupts/`.
+        let rel = format!("interrupts/{type_name}");
+        let logs = match &settings.log_dir {
+            Some(dir) => InvocationLogs::new(true, dir, [rel.as_str()]),
+            None => InvocationLogs::new(false, Path::new("/"), []),
+        };
         Self {
             settings,
             type_name,
@@ -224,9 +189,27 @@ impl Performer {
         f(&mut self.state().tally);
     }
 
-    /// Keep the first failure the kind was handed.
-    fn failed(&self, failure: Failure) {
+    /// Keep the first failure the kind was handed, at `operation`.
+    fn failed(&self, operation: String, error: &InterruptError) {
+        let failure = match error {
+            InterruptError::Stopped => InterruptError::Stopped,
+            InterruptError::DuplicateOperation { operation, index } => {
+                InterruptError::DuplicateOperation {
+                    operation: operation.clone(),
+                    index: *index,
+                }
+            }
+            e => InterruptError::SwallowedFailure {
+                operation,
+                error: crate::host::errors::Chain(e).to_string(),
+            },
+        };
         self.state().failure.get_or_insert(failure);
+    }
+
+    /// `<type>_<index>`: operation `index`'s name.
+    pub(crate) fn name(&self, index: usize) -> String {
+        format!("{}_{index}", self.type_name)
     }
 
     /// The after-reboot operation saw the shutdown it asked for.
@@ -314,17 +297,12 @@ impl Performer {
             timeout: s.timeout_of(command),
             ..s.exec.clone()
         };
-        let id = format!("{}_{index}", self.type_name);
+        let id = self.name(index);
         let subject = Subject::Command {
             id: &id,
             command: &text,
         };
-        let result = operation::supervise(&exec, &spec, log.file(), s.heartbeat, subject)
-            .await
-            .map_err(|source| InterruptError::Exec {
-                command: text.clone(),
-                source,
-            });
+        let result = operation::supervise(&exec, &spec, log.file(), s.heartbeat, subject).await;
         let log_field = {
             let mut state = self.state();
             let field = result.as_ref().ok().and_then(|outcome| {
@@ -337,44 +315,39 @@ impl Performer {
         };
         let outcome = match result {
             Ok(outcome) => outcome,
-            Err(e) => {
+            Err(source) => {
                 // An operation that could not be started failed all the same (the run's
                 // counts).
-                let reason = match &e {
-                    InterruptError::Exec { source, .. } => {
-                        format!("not started: {}", crate::host::errors::Chain(source))
-                    }
-                    other => other.to_string(),
-                };
-                self.state().done.push((
+                let reason = format!("not started: {}", crate::host::errors::Chain(&source));
+                self.push(
                     OperationRecord::NotStarted {
                         command: text.clone(),
                     },
-                    OperationResult::not_started(&text, reason)
-                        .with_id(format!("{}_{index}", self.type_name)),
-                ));
-                return Err(e);
+                    OperationResult::not_started(&text, reason).with_id(id),
+                );
+                return Err(InterruptError::Exec {
+                    command: text,
+                    source,
+                });
             }
         };
-        let succeeded = match policy {
-            CompletionPolicy::OnSuccess => {
-                outcome.termination == Termination::Exited(0) && !outcome.timed_out
-            }
+        let (succeeded, accepted) = match policy {
+            CompletionPolicy::OnSuccess => (
+                outcome.termination == Termination::Exited(0) && !outcome.timed_out,
+                "[0]",
+            ),
             // Exit 0 (enqueued) or killed by the shutdown: the command did its part; the boot
             // ID confirms the rest on the next run.
-            CompletionPolicy::AfterReboot => {
+            CompletionPolicy::AfterReboot => (
                 outcome.cancelled
                     || matches!(
                         outcome.termination,
                         Termination::Exited(0) | Termination::Signalled(libc::SIGTERM)
-                    )
-            }
+                    ),
+                "[0] or SIGTERM",
+            ),
         };
         operation::finished(subject, &outcome, succeeded);
-        let accepted = match policy {
-            CompletionPolicy::OnSuccess => "[0]",
-            CompletionPolicy::AfterReboot => "[0] or SIGTERM",
-        };
         let result = OperationResult::ran(&text, reason.to_owned(), &outcome, succeeded, log_field)
             .with_id(id)
             .with_accepted(accepted);
@@ -428,7 +401,7 @@ impl Operations for Performer {
         policy: CompletionPolicy,
         command: Command,
     ) -> Result<(), InterruptError> {
-        let name = format!("{}_{index}", self.type_name);
+        let name = self.name(index);
         // SPEC §9.5: a second use of an index would run another command under the first's
         // marker (or skip it as complete).
         let result = if self.state().used.insert(index) {
@@ -440,7 +413,7 @@ impl Operations for Performer {
             })
         };
         if let Err(e) = &result {
-            self.failed(Failure::of(name, e));
+            self.failed(name, e);
         }
         result
     }
@@ -448,7 +421,7 @@ impl Operations for Performer {
     fn mark_done(&self) -> Result<(), InterruptError> {
         let result = self.write_kind_done();
         if let Err(e) = &result {
-            self.failed(Failure::of(self.type_name.to_owned(), e));
+            self.failed(self.type_name.to_owned(), e);
         }
         result
     }
@@ -478,8 +451,9 @@ impl Performer {
         let markers = s.markers(self.type_name, index);
         let start = decide::start(&s.fs, &markers, policy)?;
         let done = start == Start::Complete;
+        let name = self.name(index);
         debug!(
-            operation = %format!("{}_{index}", self.type_name),
+            operation = %name,
             decision = if done { "skip" } else { "run" },
             reason = if done { "completion marker present" } else { "no completion marker" },
             marker = %markers.complete.display(),
@@ -494,11 +468,7 @@ impl Performer {
                 OperationRecord::Skipped {
                     marker: markers.complete_name(),
                 },
-                OperationResult::skipped(
-                    format!("{}_{index}", self.type_name),
-                    "completion marker present",
-                )
-                .with_id(format!("{}_{index}", self.type_name)),
+                OperationResult::skipped(name.clone(), "completion marker present").with_id(name),
             );
             return Ok(());
         }
@@ -528,15 +498,6 @@ impl Performer {
     }
 }
 
-/// The logs of one interrupt run: its one log under `LOGS/<pkg>/<ver>/interrupts/`.
-fn interrupt_logs(settings: &InterruptSettings, type_name: &str) -> InvocationLogs {
-    let rel = format!("interrupts/{type_name}");
-    match &settings.log_dir {
-        Some(dir) => InvocationLogs::new(true, dir, [rel.as_str()]),
-        None => InvocationLogs::new(false, Path::new("/"), []),
-    }
-}
-
 /// The kind's own check of its fields, as `invalid <type> interrupt: ...`.
 pub(crate) fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> {
     interrupt
@@ -545,18 +506,6 @@ pub(crate) fn validate(interrupt: &dyn Interrupt) -> Result<(), InterruptError> 
             type_name: interrupt.type_name(),
             error,
         })
-}
-
-/// Run `interrupt` with the marker protocol. Returns the outcome and what each operation did.
-pub async fn run_interrupt(
-    settings: InterruptSettings,
-    interrupt: Arc<dyn Interrupt>,
-) -> (
-    Result<InterruptOutcome, InterruptError>,
-    Vec<OperationRecord>,
-) {
-    let run = run_owned(settings, interrupt).await;
-    (run.result, run.records)
 }
 
 /// [`run_owned`] for a borrowed interrupt: the kind runs on a thread of its own, so it runs a
@@ -623,7 +572,7 @@ pub(crate) async fn run_confined(
     let (records, results) = done.into_iter().unzip();
     let result = match (result, shutdown, failure) {
         (_, true, _) => Ok(InterruptOutcome::ShutdownInProgress),
-        (Ok(()), false, Some(failure)) => Err(failure.into_error()),
+        (Ok(()), false, Some(failure)) => Err(failure),
         (Ok(()), false, None) => finished.map(|()| InterruptOutcome::Completed),
         (Err(e), false, _) => Err(e),
     };

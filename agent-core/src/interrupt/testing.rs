@@ -55,43 +55,36 @@ pub use crate::stage::plan::PlannedAction;
 /// is used up). Nothing is spawned.
 #[derive(Debug, Default)]
 pub struct ScriptedRunner {
-    commands: Mutex<Vec<String>>,
-    timeouts: Mutex<Vec<Option<Duration>>>,
-    answers: Mutex<VecDeque<Answer>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Answer {
-    Ends(Termination),
-    /// The command outlives its timeout and is stopped with SIGTERM.
-    TimesOut,
+    /// Every command line run so far, with the timeout it ran under.
+    ran: Mutex<Vec<(String, Option<Duration>)>>,
+    answers: Mutex<VecDeque<Outcome>>,
 }
 
 impl ScriptedRunner {
     /// Answer the next commands with these terminations, in order.
     pub fn answer(&self, terminations: impl IntoIterator<Item = Termination>) {
-        self.answers
-            .lock()
-            .expect("lock")
-            .extend(terminations.into_iter().map(Answer::Ends));
+        let outcomes = terminations.into_iter().map(Outcome::new);
+        self.answers.lock().expect("lock").extend(outcomes);
     }
 
     /// The next command runs into its timeout.
     pub fn answer_timed_out(&self) {
-        self.answers
-            .lock()
-            .expect("lock")
-            .push_back(Answer::TimesOut);
+        // The command outlives its timeout and is stopped with SIGTERM.
+        let mut outcome = Outcome::new(Termination::Signalled(libc::SIGTERM));
+        outcome.timed_out = true;
+        self.answers.lock().expect("lock").push_back(outcome);
     }
 
     /// Every command line run so far (`program arg arg`).
     pub fn commands(&self) -> Vec<String> {
-        self.commands.lock().expect("lock").clone()
+        let ran = self.ran.lock().expect("lock");
+        ran.iter().map(|(command, _)| command.clone()).collect()
     }
 
     /// The timeout each command ran under, in order.
     pub fn timeouts(&self) -> Vec<Option<Duration>> {
-        self.timeouts.lock().expect("lock").clone()
+        let ran = self.ran.lock().expect("lock");
+        ran.iter().map(|&(_, timeout)| timeout).collect()
     }
 }
 
@@ -108,22 +101,9 @@ impl Runner for ScriptedRunner {
             line.push(' ');
             line.push_str(a);
         }
-        self.commands.lock().expect("lock").push(line);
-        self.timeouts.lock().expect("lock").push(cfg.timeout);
-        let answer = self
-            .answers
-            .lock()
-            .expect("lock")
-            .pop_front()
-            .unwrap_or(Answer::Ends(Termination::Exited(0)));
-        let mut outcome = match answer {
-            Answer::Ends(termination) => Outcome::new(termination),
-            Answer::TimesOut => {
-                let mut outcome = Outcome::new(Termination::Signalled(libc::SIGTERM));
-                outcome.timed_out = true;
-                outcome
-            }
-        };
+        self.ran.lock().expect("lock").push((line, cfg.timeout));
+        let answer = self.answers.lock().expect("lock").pop_front();
+        let mut outcome = answer.unwrap_or_else(|| Outcome::new(Termination::Exited(0)));
         outcome.cancelled = cfg.cancel.is_stopping();
         Ok(outcome)
     }
@@ -328,12 +308,11 @@ impl TestHost {
     /// The names of the files in the marker directory, sorted.
     pub fn markers(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.markers_dir())
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         names
     }
@@ -536,14 +515,11 @@ impl Conformance {
         }
 
         // One completion marker per operation, and nothing else.
-        let expected: Vec<String> = {
-            let mut m: Vec<String> = operations
-                .iter()
-                .map(|op| format!("{op}.complete"))
-                .collect();
-            m.sort();
-            m
-        };
+        let mut expected: Vec<String> = operations
+            .iter()
+            .map(|op| format!("{op}.complete"))
+            .collect();
+        expected.sort();
         if host.markers() != expected {
             fail(format!(
                 "after the run the marker directory holds {:?}, expected {expected:?}",

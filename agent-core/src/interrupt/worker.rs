@@ -66,6 +66,19 @@ pub(crate) enum GaveUp {
     TimedOut(Duration),
 }
 
+impl GaveUp {
+    /// What an operation, or the kind's run, fails with once the agent gave up on the kind.
+    fn error(self, type_name: &'static str) -> InterruptError {
+        match self {
+            Self::Stopped => InterruptError::Stopped,
+            Self::TimedOut(t) => InterruptError::KindTimedOut {
+                type_name,
+                seconds: format_seconds(Some(t)),
+            },
+        }
+    }
+}
+
 /// How a kind's `run` ended.
 #[derive(Debug)]
 pub(crate) enum KindEnd {
@@ -86,15 +99,10 @@ impl KindEnd {
         type_name: &'static str,
         limits: &Limits,
     ) -> Result<(), InterruptError> {
-        let timed_out = |t: Duration| InterruptError::KindTimedOut {
-            type_name,
-            seconds: format_seconds(Some(t)),
-        };
         match self {
             Self::Returned(result) => result,
             Self::Panicked(message) => Err(InterruptError::Panicked { type_name, message }),
-            Self::Dropped(GaveUp::Stopped) => Err(InterruptError::Stopped),
-            Self::Dropped(GaveUp::TimedOut(t)) => Err(timed_out(t)),
+            Self::Dropped(why) => Err(why.error(type_name)),
             Self::Blocked(why) => Err(InterruptError::KindBlocked {
                 type_name,
                 grace: format_seconds(Some(limits.grace)),
@@ -391,15 +399,8 @@ impl Operations for Forward {
             .refused
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match refused {
-            Some(GaveUp::Stopped) => return Err(InterruptError::Stopped),
-            Some(GaveUp::TimedOut(t)) => {
-                return Err(InterruptError::KindTimedOut {
-                    type_name: self.type_name,
-                    seconds: format_seconds(Some(t)),
-                });
-            }
-            None => {}
+        if let Some(why) = refused {
+            return Err(why.error(self.type_name));
         }
         self.activity.send_modify(|a| {
             a.awaiting += 1;

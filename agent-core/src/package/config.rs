@@ -126,13 +126,12 @@ impl PackageConfig {
         };
         let file = open_input_file(config_json).map_err(read_err)?;
         let validator = Validator::new(Strictness::Run).keeping(keep);
-        if let Some(result) = validator.run_reader(io::BufReader::new(file), &files) {
+        let reader = io::BufReader::new(file);
+        if let Some(result) = validator.clone().run_reader(reader, &files) {
             return result;
         }
         let bytes = read_input_file(config_json).map_err(read_err)?;
-        Validator::new(Strictness::Run)
-            .keeping(keep)
-            .run(&bytes, &files)
+        validator.run(&bytes, &files)
     }
 }
 
@@ -213,14 +212,10 @@ pub(crate) fn is_semver(s: &str) -> bool {
     }
     // The first `+` starts the build metadata and the first `-` before it the pre-release;
     // neither can occur in the part before them.
-    let (rest, build) = match s.split_once('+') {
-        Some((rest, build)) => (rest, Some(build)),
-        None => (s, None),
-    };
-    let (core, pre) = match rest.split_once('-') {
-        Some((core, pre)) => (core, Some(pre)),
-        None => (rest, None),
-    };
+    let (rest, build) = s.split_once('+').map_or((s, None), |(r, b)| (r, Some(b)));
+    let (core, pre) = rest
+        .split_once('-')
+        .map_or((rest, None), |(c, p)| (c, Some(p)));
     let core_ok = {
         let parts: Vec<&str> = core.split('.').collect();
         parts.len() == 3 && parts.iter().all(|p| numeric(p))
@@ -237,10 +232,9 @@ pub(crate) fn is_semver(s: &str) -> bool {
 /// The step path the `_check` pairing rule looks for: `_check` inserted before the extension
 /// of the file name (`dir/x.sh` → `dir/x_check.sh`), or appended when there is none.
 pub(crate) fn expected_check_path(step_path: &str) -> String {
-    let (dir, base) = match step_path.rfind('/') {
-        Some(i) => step_path.split_at(i + 1),
-        None => ("", step_path),
-    };
+    let (dir, base) = step_path
+        .rfind('/')
+        .map_or(("", step_path), |i| step_path.split_at(i + 1));
     match base.rfind('.') {
         Some(i) if i + 1 < base.len() => format!("{dir}{}_check{}", &base[..i], &base[i..]),
         Some(i) => format!("{dir}{}_check", &base[..i]),

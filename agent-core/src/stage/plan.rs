@@ -222,13 +222,11 @@ pub fn plan_stage(
                 failure.get_or_insert(Chain(&e).to_string());
             }
         }
-        let overlay = source.join("root_dir");
-        if overlay.is_dir() {
-            let mut files = Vec::new();
-            overlay_files(&overlay, Path::new("/"), &mut files);
-            for (host_path, source) in files {
-                writes.push(overlay_write(fs, &host_path, &source));
-            }
+        // Nothing when there is no `root_dir` directory.
+        let mut files = Vec::new();
+        overlay_files(&source.join("root_dir"), Path::new("/"), &mut files);
+        for (host_path, file) in &files {
+            writes.push(overlay_write(fs, host_path, file));
         }
     }
 
@@ -583,9 +581,7 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
             )));
         }
         Err(e) => {
-            return Some(OverlayDiff::NotShown(
-                Chain(&e).to_string(),
-            ));
+            return Some(OverlayDiff::NotShown(Chain(&e).to_string()));
         }
     };
     if old.len().max(new.len()) > DIFF_MAX_BYTES {
@@ -595,12 +591,7 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
             new.len()
         )));
     }
-    let text = |b: &[u8]| {
-        (!b.contains(&0))
-            .then(|| std::str::from_utf8(b).ok())
-            .flatten()
-            .map(str::to_owned)
-    };
+    let text = |b| std::str::from_utf8(b).ok().filter(|t| !t.contains('\0'));
     let (Some(old), Some(new)) = (text(&old), text(&new)) else {
         return Some(OverlayDiff::NotShown("binary file, not diffed".to_owned()));
     };
@@ -609,7 +600,7 @@ pub fn overlay_diff(fs: &HostFs, write: &PlannedWrite) -> Option<OverlayDiff> {
             "same content, only the permission bits change".to_owned(),
         ));
     }
-    let diff = similar::TextDiff::from_lines(&old, &new);
+    let diff = similar::TextDiff::from_lines(old, new);
     Some(OverlayDiff::Text(
         diff.unified_diff()
             .context_radius(3)

@@ -520,8 +520,7 @@ impl Effects for Host<'_> {
 
     fn step(&mut self, at: &At<'_>, action: PlannedAction, _: &str) -> StateResult {
         if action != PlannedAction::Skip {
-            let header = at.header();
-            self.cx.exec.output.print(&format!("{header}\n"));
+            self.cx.exec.output.print(&format!("{}\n", at.header()));
         }
         Ok(())
     }

@@ -80,12 +80,7 @@ fn name_of(nr: libc::c_int) -> &'static str {
 }
 
 fn stmt(code: u32, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code: u16::try_from(code).expect("BPF opcodes are 16 bits"),
-        jt: 0,
-        jf: 0,
-        k,
-    }
+    jump(code, k, 0, 0)
 }
 
 fn jump(code: u32, k: u32, jt: u8, jf: u8) -> libc::sock_filter {

@@ -17,19 +17,8 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::Finding;
+use super::validation::Validator;
 use crate::package::step::{Mode, Step};
-
-/// The rules the pass applies as it reads `modes`: a fresh copy of the prototype checks each
-/// key, and its findings are kept with the key.
-pub(super) trait ModeChecks: Clone {
-    /// The key is not a stage mode.
-    fn unknown_mode(&mut self, path: &str, key: &str);
-    /// The key's value is not an array.
-    fn not_an_array(&mut self, value: &Value, path: &str);
-    /// Check one step entry: the step if it is valid, and its `path` if that is well-formed.
-    fn step(&mut self, item: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>);
-    fn into_findings(self) -> Vec<Finding>;
-}
 
 /// A value that is either the shape the pass streams (an object, an array) or anything else,
 /// kept whole so that the finding can describe it.
@@ -72,12 +61,13 @@ pub(super) type Modes = BTreeMap<(bool, Option<Mode>, String), ModeKey>;
 /// `serde_json::from_str`), from a string or through a reader. The error is serde_json's, for
 /// the caller's "not valid JSON" finding. Nesting is limited by serde_json to 128 levels, as
 /// for a tree. Every step is checked; only those of `keep` (every mode when `None`) are kept.
-pub(super) fn parse<'de, R: serde_json::de::Read<'de>, C: ModeChecks>(
+/// Each key of `modes` is checked by a fresh copy of `checks`, its findings kept with the key.
+pub(super) fn parse<'de, R: serde_json::de::Read<'de>>(
     de: &mut serde_json::Deserializer<R>,
-    checks: &C,
+    checks: &Validator,
     keep: Option<Mode>,
 ) -> Result<Streamed<Document>, serde_json::Error> {
-    let doc = Top { checks, keep }.deserialize(&mut *de)?;
+    let doc = Top(ModesSeed { checks, keep }).deserialize(&mut *de)?;
     de.end()?;
     Ok(doc)
 }
@@ -112,7 +102,7 @@ macro_rules! other_values {
 /// A visitor used as its own seed, for any JSON value.
 macro_rules! visited_seed {
     ($t:ty) => {
-        impl<'de, C: ModeChecks> DeserializeSeed<'de> for $t {
+        impl<'de> DeserializeSeed<'de> for $t {
             type Value = <Self as Visitor<'de>>::Value;
 
             fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -127,15 +117,12 @@ fn other_seq<'de, T, A: SeqAccess<'de>>(seq: A) -> Result<Streamed<T>, A::Error>
     Value::deserialize(SeqAccessDeserializer::new(seq)).map(Streamed::Other)
 }
 
-/// The top-level object.
-struct Top<'a, C> {
-    checks: &'a C,
-    keep: Option<Mode>,
-}
+/// The top-level object: `modes` is read with the seed it holds.
+struct Top<'a>(ModesSeed<'a>);
 
-visited_seed!(Top<'_, C>);
+visited_seed!(Top<'_>);
 
-impl<'de, C: ModeChecks> Visitor<'de> for Top<'_, C> {
+impl<'de> Visitor<'de> for Top<'_> {
     type Value = Streamed<Document>;
 
     other_values!();
@@ -149,10 +136,7 @@ impl<'de, C: ModeChecks> Visitor<'de> for Top<'_, C> {
         let mut modes = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "modes" {
-                modes = Some(map.next_value_seed(ModesSeed {
-                    checks: self.checks,
-                    keep: self.keep,
-                })?);
+                modes = Some(map.next_value_seed(self.0)?);
             } else {
                 let value: Value = map.next_value()?;
                 top.insert(key, value);
@@ -163,14 +147,15 @@ impl<'de, C: ModeChecks> Visitor<'de> for Top<'_, C> {
 }
 
 /// The `modes` object.
-struct ModesSeed<'a, C> {
-    checks: &'a C,
+#[derive(Clone, Copy)]
+struct ModesSeed<'a> {
+    checks: &'a Validator,
     keep: Option<Mode>,
 }
 
-visited_seed!(ModesSeed<'_, C>);
+visited_seed!(ModesSeed<'_>);
 
-impl<'de, C: ModeChecks> Visitor<'de> for ModesSeed<'_, C> {
+impl<'de> Visitor<'de> for ModesSeed<'_> {
     type Value = Streamed<Modes>;
 
     other_values!();
@@ -202,7 +187,7 @@ impl<'de, C: ModeChecks> Visitor<'de> for ModesSeed<'_, C> {
                     match map.next_value_seed(seed)? {
                         Streamed::Parsed(steps) => Some(steps),
                         Streamed::Other(value) => {
-                            checks.not_an_array(&value, &mode_path);
+                            checks.expected("an array", &value, &mode_path);
                             None
                         }
                     }
@@ -210,7 +195,7 @@ impl<'de, C: ModeChecks> Visitor<'de> for ModesSeed<'_, C> {
             };
             let entry = ModeKey {
                 mode,
-                findings: checks.into_findings(),
+                findings: checks.findings,
                 steps,
             };
             modes.insert((mode.is_none(), mode, key), entry);
@@ -225,17 +210,17 @@ pub(super) fn step_path_field(mode: Mode, i: usize) -> String {
 }
 
 /// The array of one mode: each step object parsed, checked and dropped in turn.
-struct StepsSeed<'a, C> {
-    checks: &'a mut C,
+struct StepsSeed<'a> {
+    checks: &'a mut Validator,
     mode: Mode,
     mode_path: &'a str,
     /// Keep the steps (else each is checked and dropped).
     keep: bool,
 }
 
-visited_seed!(StepsSeed<'_, C>);
+visited_seed!(StepsSeed<'_>);
 
-impl<'de, C: ModeChecks> Visitor<'de> for StepsSeed<'_, C> {
+impl<'de> Visitor<'de> for StepsSeed<'_> {
     type Value = Streamed<ModeSteps>;
 
     other_values!();

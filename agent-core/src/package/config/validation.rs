@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::stream::{self, ModeChecks, Modes, Streamed, field, index, quote, step_path_field};
+use super::stream::{self, Modes, Streamed, field, index, quote, step_path_field};
 use super::{
     ConfigError, Finding, NO_DEFINED_STEPS, PackageConfig, SCHEMA_VERSION, STEP_NAME_PATTERN,
     Severity, expected_check_path, is_semver,
@@ -150,11 +150,7 @@ impl Validator {
                 }
             }
         }
-        if self.has_errors() {
-            None
-        } else {
-            parsed.config
-        }
+        parsed.config.filter(|_| !self.has_errors())
     }
 
     pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
@@ -187,23 +183,16 @@ impl Validator {
     }
 
     fn check_document(&mut self, bytes: &[u8]) -> Option<Parsed> {
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(e) => {
-                self.error("", format!("config is not valid UTF-8: {e}"));
-                return None;
-            }
-        };
+        let text = std::str::from_utf8(bytes)
+            .inspect_err(|e| self.error("", format!("config is not valid UTF-8: {e}")))
+            .ok()?;
         // serde_json refuses nesting deeper than 128 levels, so hostile input cannot overflow
         // the stack here or in the recursive drop of a value.
         let mut de = serde_json::Deserializer::from_str(text);
-        match stream::parse(&mut de, &Validator::new(self.strictness), self.keep) {
-            Ok(doc) => self.check_parsed(doc),
-            Err(e) => {
-                self.error("", format!("config is not valid JSON: {e}"));
-                None
-            }
-        }
+        let doc = stream::parse(&mut de, &Validator::new(self.strictness), self.keep)
+            .inspect_err(|e| self.error("", format!("config is not valid JSON: {e}")))
+            .ok()?;
+        self.check_parsed(doc)
     }
 
     /// The document rules over a parsed document.
@@ -220,9 +209,7 @@ impl Validator {
         };
         let top = &doc.top;
 
-        let schema_version = self
-            .required(top, "", "schema_version")
-            .and_then(|v| self.string(v, "schema_version"));
+        let schema_version = self.required(top, "", "schema_version", Self::string);
         if let Some(version) = schema_version.filter(|&v| v != SCHEMA_VERSION) {
             // The other rules are those of v1; applying them to another schema would only add
             // noise to the one finding that matters.
@@ -234,37 +221,24 @@ impl Validator {
         }
 
         let package_name = self
-            .required(top, "", "package_name")
-            .and_then(|v| self.string(v, "package_name"));
-        let package_name = package_name.filter(|name| {
-            let ok = is_single_component(name);
-            if !ok {
-                self.error(
-                    "package_name",
-                    format!("{} must be a single path component", quote(name)),
-                );
-            }
-            ok
-        });
+            .required(top, "", "package_name", Self::string)
+            .filter(|name| {
+                self.rule(is_single_component(name), "package_name", || {
+                    format!("{} must be a single path component", quote(name))
+                })
+            });
 
         let package_version = self
-            .required(top, "", "package_version")
-            .and_then(|v| self.string(v, "package_version"));
-        let package_version = package_version.filter(|version| {
-            let ok = is_semver(version);
-            if !ok {
-                self.error(
-                    "package_version",
-                    format!("{} is not a valid semantic version", quote(version)),
-                );
-            }
-            ok
-        });
+            .required(top, "", "package_version", Self::string)
+            .filter(|version| {
+                self.rule(is_semver(version), "package_version", || {
+                    format!("{} is not a valid semantic version", quote(version))
+                })
+            });
 
         let mut parsed = Parsed::default();
-        let expected_config_files = self
-            .required(top, "", "expected_config_files")
-            .and_then(|v| self.string_array(v, "expected_config_files"));
+        let expected_config_files =
+            self.required(top, "", "expected_config_files", Self::string_array);
         if let Some(entries) = &expected_config_files {
             parsed.expected_files = entries
                 .iter()
@@ -279,7 +253,7 @@ impl Validator {
                 None
             }
             Some(Streamed::Other(other)) => {
-                self.expected_object(&other, "modes");
+                self.expected("an object", &other, "modes");
                 None
             }
             Some(Streamed::Parsed(modes)) => self.modes(modes, &mut parsed),
@@ -287,10 +261,7 @@ impl Validator {
 
         // `root_dir` is read by the legacy agent's packaging tooling, never by the agent.
         if let Some(root_dir) = top.get("root_dir").filter(|v| !v.is_string()) {
-            self.lint_error(
-                "root_dir",
-                format!("expected a string, found {}", describe(root_dir)),
-            );
+            self.lint_error("root_dir", expected("a string", root_dir));
         }
         for key in sorted_keys(top) {
             if !TOP_LEVEL_FIELDS.contains(&key) && key != "root_dir" {
@@ -298,27 +269,16 @@ impl Validator {
             }
         }
 
-        if let (
-            Some(schema_version),
-            Some(package_name),
-            Some(package_version),
-            Some(expected),
-            Some(modes),
-        ) = (
-            schema_version,
-            package_name,
-            package_version,
-            expected_config_files,
-            modes,
-        ) {
-            parsed.config = Some(PackageConfig {
-                schema_version: schema_version.to_owned(),
-                package_name: package_name.to_owned(),
-                package_version: package_version.to_owned(),
-                expected_config_files: expected,
-                modes,
-            });
-        }
+        // Built only if every field validated.
+        parsed.config = (|| {
+            Some(PackageConfig {
+                schema_version: schema_version?.to_owned(),
+                package_name: package_name?.to_owned(),
+                package_version: package_version?.to_owned(),
+                expected_config_files: expected_config_files?,
+                modes: modes?,
+            })
+        })();
         Some(parsed)
     }
 
@@ -411,6 +371,19 @@ impl Validator {
         }
     }
 
+    /// A key of `modes` that is not a stage mode.
+    pub(super) fn unknown_mode(&mut self, path: &str, key: &str) {
+        let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+        self.error(
+            path,
+            format!(
+                "unknown stage mode {} (expected one of {})",
+                quote(key),
+                known.join(", ")
+            ),
+        );
+    }
+
     /// One step object. Returns the step if every field validated, and its `path` if that
     /// field alone is well-formed (so file checks still run on an otherwise broken step).
     pub(super) fn step(
@@ -424,71 +397,55 @@ impl Validator {
         };
 
         let name = self
-            .required(object, path, "name")
-            .and_then(|v| self.string(v, &field(path, "name")));
-        let name = name.filter(|name| {
-            let ok = is_step_name(name);
-            if !ok {
-                self.error(
-                    &field(path, "name"),
-                    format!("{} must match {STEP_NAME_PATTERN}", quote(name)),
-                );
-            }
-            ok
-        });
+            .required(object, path, "name", Self::string)
+            .filter(|name| {
+                self.rule(is_step_name(name), &field(path, "name"), || {
+                    format!("{} must match {STEP_NAME_PATTERN}", quote(name))
+                })
+            });
 
         let step_path = self
-            .required(object, path, "path")
-            .and_then(|v| self.string(v, &field(path, "path")));
-        let step_path = step_path.filter(|p| {
-            if let Some(problem) = step_path_problem(p) {
-                self.error(&field(path, "path"), problem);
-                return false;
-            }
-            // `check_results` holds one `<PATH> <True|False>` line per step, and headers and
-            // logs name the path: a newline (or any control character) breaks them.
-            if p.chars().any(char::is_control) {
-                self.warning(
-                    &field(path, "path"),
-                    format!(
-                        "{} contains a control character, which breaks the lines of \
+            .required(object, path, "path", Self::string)
+            .filter(|p| {
+                if let Some(problem) = step_path_problem(p) {
+                    self.error(&field(path, "path"), problem);
+                    return false;
+                }
+                // `check_results` holds one `<PATH> <True|False>` line per step, and headers and
+                // logs name the path: a newline (or any control character) breaks them.
+                if p.chars().any(char::is_control) {
+                    self.warning(
+                        &field(path, "path"),
+                        format!(
+                            "{} contains a control character, which breaks the lines of \
                          check_results, execution headers and logs",
-                        quote(p)
-                    ),
-                );
-            }
-            true
-        });
+                            quote(p)
+                        ),
+                    );
+                }
+                true
+            });
 
         let arguments = self
-            .required(object, path, "arguments")
-            .and_then(|v| self.string_array(v, &field(path, "arguments")));
-        let arguments = arguments.filter(|args| {
-            let mut ok = true;
-            for (i, arg) in args.iter().enumerate() {
-                if arg.contains('\0') {
-                    self.error(
-                        &index(&field(path, "arguments"), i),
-                        format!("{} must not contain NUL", quote(arg)),
-                    );
-                    ok = false;
+            .required(object, path, "arguments", Self::string_array)
+            .filter(|args| {
+                let mut ok = true;
+                for (i, arg) in args.iter().enumerate() {
+                    if arg.contains('\0') {
+                        self.error(
+                            &index(&field(path, "arguments"), i),
+                            format!("{} must not contain NUL", quote(arg)),
+                        );
+                        ok = false;
+                    }
                 }
-            }
-            ok
-        });
+                ok
+            });
 
-        let returncodes = self
-            .required(object, path, "returncodes")
-            .and_then(|v| self.returncodes(v, &field(path, "returncodes")));
-        let on_host = self
-            .required(object, path, "on_host")
-            .and_then(|v| self.bool(v, &field(path, "on_host")));
-        let idempotence = self
-            .required(object, path, "idempotence")
-            .and_then(|v| self.bool(v, &field(path, "idempotence")));
-        let upgrade_step = self
-            .required(object, path, "upgrade_step")
-            .and_then(|v| self.bool(v, &field(path, "upgrade_step")));
+        let returncodes = self.required(object, path, "returncodes", Self::returncodes);
+        let on_host = self.required(object, path, "on_host", Self::bool);
+        let idempotence = self.required(object, path, "idempotence", Self::bool);
+        let upgrade_step = self.required(object, path, "upgrade_step", Self::bool);
         let env = match object.get("env") {
             None | Some(Value::Null) => Some(BTreeMap::new()),
             Some(v) => self.env(v, &field(path, "env")),
@@ -497,20 +454,15 @@ impl Validator {
         // SPEC §7: upgrade steps receive the versions as their only arguments (§8.5).
         let mut upgrade_ok = true;
         if upgrade_step == Some(true) {
-            if !mode.is_upgrade() {
-                self.error(
-                    &field(path, "upgrade_step"),
-                    format!("may only be true in modes.upgrade and modes.upgrade-check, not in modes.{mode}"),
-                );
-                upgrade_ok = false;
-            }
-            if arguments.as_ref().is_some_and(|a| !a.is_empty()) {
-                self.error(
-                    &field(path, "arguments"),
-                    "must be empty for an upgrade step (the agent passes the previous and current versions)",
-                );
-                upgrade_ok = false;
-            }
+            upgrade_ok &= self.rule(mode.is_upgrade(), &field(path, "upgrade_step"), || {
+                format!(
+                    "may only be true in modes.upgrade and modes.upgrade-check, not in modes.{mode}"
+                )
+            });
+            let no_arguments = arguments.as_ref().is_none_or(Vec::is_empty);
+            upgrade_ok &= self.rule(no_arguments, &field(path, "arguments"), || {
+                "must be empty for an upgrade step (the agent passes the previous and current versions)"
+            });
         }
 
         for key in sorted_keys(object) {
@@ -519,38 +471,20 @@ impl Validator {
             }
         }
 
-        let step = match (
-            name,
-            step_path,
-            arguments,
-            returncodes,
-            on_host,
-            env,
-            idempotence,
-            upgrade_step,
-        ) {
-            (
-                Some(name),
-                Some(step_path),
-                Some(arguments),
-                Some(returncodes),
-                Some(on_host),
-                Some(env),
-                Some(idempotence),
-                Some(upgrade_step),
-            ) if upgrade_ok => Some(Step {
-                name: name.to_owned(),
-                path: step_path.to_owned(),
-                arguments,
-                returncodes,
-                on_host,
-                env,
-                idempotence_disabled: idempotence,
-                upgrade_step,
-            }),
-            _ => None,
-        };
-        (step, step_path.map(str::to_owned))
+        // Built only if every field validated.
+        let step = (|| {
+            Some(Step {
+                name: name?.to_owned(),
+                path: step_path?.to_owned(),
+                arguments: arguments?,
+                returncodes: returncodes?,
+                on_host: on_host?,
+                env: env?,
+                idempotence_disabled: idempotence?,
+                upgrade_step: upgrade_step?,
+            })
+        })();
+        (step.filter(|_| upgrade_ok), step_path.map(str::to_owned))
     }
 
     fn returncodes(&mut self, value: &Value, path: &str) -> Option<Vec<i64>> {
@@ -570,10 +504,7 @@ impl Validator {
                     ok = false;
                 }
                 other => {
-                    self.error(
-                        &index(path, i),
-                        format!("expected an integer, found {}", describe(other)),
-                    );
+                    self.error(&index(path, i), expected("an integer", other));
                     ok = false;
                 }
             }
@@ -588,13 +519,10 @@ impl Validator {
         for key in sorted_keys(object) {
             let var_path = field(path, key);
             // execve(2) cannot carry these; reject them here rather than fail mid-stage.
-            if key.is_empty() || key.contains('=') || key.contains('\0') {
-                self.error(
-                    &var_path,
-                    format!("{} is not a valid environment variable name", quote(key)),
-                );
-                ok = false;
-            }
+            let valid = !(key.is_empty() || key.contains('=') || key.contains('\0'));
+            ok &= self.rule(valid, &var_path, || {
+                format!("{} is not a valid environment variable name", quote(key))
+            });
             match self.string(&object[key], &var_path) {
                 Some(v) if v.contains('\0') => {
                     self.error(&var_path, format!("{} must not contain NUL", quote(v)));
@@ -636,73 +564,59 @@ impl Validator {
 
     // Typed access. Each reports a finding naming the path, the expected type and what was found.
 
-    fn required<'v>(
+    /// `key` of `object` (a finding when it is missing), read by `read` at its JSON path.
+    fn required<'v, T>(
         &mut self,
         object: &'v Map<String, Value>,
         parent: &str,
         key: &str,
-    ) -> Option<&'v Value> {
-        let value = object.get(key);
-        if value.is_none() {
+        read: impl FnOnce(&mut Self, &'v Value, &str) -> Option<T>,
+    ) -> Option<T> {
+        let Some(value) = object.get(key) else {
             self.missing(parent, key);
-        }
-        value
+            return None;
+        };
+        read(self, value, &field(parent, key))
     }
 
     fn missing(&mut self, parent: &str, key: &str) {
         self.error(&field(parent, key), "required field is missing");
     }
 
-    fn string<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v str> {
-        let s = value.as_str();
-        if s.is_none() {
-            self.error(
-                path,
-                format!("expected a string, found {}", describe(value)),
-            );
+    /// Whether rule `ok` holds; a finding at `path` when it does not.
+    fn rule<M: Into<String>>(&mut self, ok: bool, path: &str, message: impl FnOnce() -> M) -> bool {
+        if !ok {
+            self.error(path, message());
         }
-        s
+        ok
+    }
+
+    /// `read`, the value at `path` as `what` (`a string`, ...); a finding when it is not.
+    fn typed<T>(&mut self, read: Option<T>, what: &str, value: &Value, path: &str) -> Option<T> {
+        if read.is_none() {
+            self.expected(what, value, path);
+        }
+        read
+    }
+
+    pub(super) fn expected(&mut self, what: &str, value: &Value, path: &str) {
+        self.error(path, expected(what, value));
+    }
+
+    fn string<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v str> {
+        self.typed(value.as_str(), "a string", value, path)
     }
 
     fn bool(&mut self, value: &Value, path: &str) -> Option<bool> {
-        let b = value.as_bool();
-        if b.is_none() {
-            self.error(
-                path,
-                format!("expected a boolean, found {}", describe(value)),
-            );
-        }
-        b
+        self.typed(value.as_bool(), "a boolean", value, path)
     }
 
     fn array<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Vec<Value>> {
-        let a = value.as_array();
-        if a.is_none() {
-            self.expected_array(value, path);
-        }
-        a
-    }
-
-    pub(super) fn expected_array(&mut self, value: &Value, path: &str) {
-        self.error(
-            path,
-            format!("expected an array, found {}", describe(value)),
-        );
+        self.typed(value.as_array(), "an array", value, path)
     }
 
     fn object<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Map<String, Value>> {
-        let o = value.as_object();
-        if o.is_none() {
-            self.expected_object(value, path);
-        }
-        o
-    }
-
-    fn expected_object(&mut self, value: &Value, path: &str) {
-        self.error(
-            path,
-            format!("expected an object, found {}", describe(value)),
-        );
+        self.typed(value.as_object(), "an object", value, path)
     }
 
     fn string_array(&mut self, value: &Value, path: &str) -> Option<Vec<String>> {
@@ -740,6 +654,11 @@ pub(super) fn step_path_problem(p: &str) -> Option<String> {
     } else {
         None
     }
+}
+
+/// `expected <what>, found <value>`.
+fn expected(what: &str, value: &Value) -> String {
+    format!("expected {what}, found {}", describe(value))
 }
 
 /// A value as findings show it: its JSON type, and the value itself when short.
@@ -780,31 +699,4 @@ pub(super) fn path_sort_key(path: &str) -> Vec<(bool, usize, String)> {
         rest = tail;
     }
     key
-}
-
-/// Each key of `modes` is checked by a fresh validator as the document is read.
-impl ModeChecks for Validator {
-    fn unknown_mode(&mut self, path: &str, key: &str) {
-        let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
-        self.error(
-            path,
-            format!(
-                "unknown stage mode {} (expected one of {})",
-                quote(key),
-                known.join(", ")
-            ),
-        );
-    }
-
-    fn not_an_array(&mut self, value: &Value, path: &str) {
-        self.expected_array(value, path);
-    }
-
-    fn step(&mut self, item: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>) {
-        Validator::step(self, item, path, mode)
-    }
-
-    fn into_findings(self) -> Vec<Finding> {
-        self.findings
-    }
 }
