@@ -1,5 +1,6 @@
 //! Which steps of a stage run, and with what (SPEC §8.2, §8.4, §8.5, §8.9): the decisions a
-//! stage run acts on and `agent plan` describes, so the two cannot disagree.
+//! stage run acts on and `agent plan` describes, so the two cannot disagree; and what a plan
+//! says a run would do with an operation ([`PlannedAction`]).
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -165,6 +166,35 @@ impl StepPaths {
 /// `<R>path` for a host-absolute path.
 pub fn join_under(root: &Path, host_path: &Path) -> PathBuf {
     root.join(host_path.strip_prefix("/").unwrap_or(host_path))
+}
+
+/// What a real run would do with one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlannedAction {
+    /// The command would run.
+    Run,
+    /// Nothing would run: the operation is complete (or completes from its pending marker).
+    Skip,
+    /// No command; only the completion marker would be written.
+    Record,
+    /// The run would fail here without running the command.
+    Fail,
+    /// An earlier operation ends the run first.
+    NotReached,
+}
+
+impl PlannedAction {
+    /// `run`, `skip`, `record`, `fail`, `not-reached`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PlannedAction::Run => "run",
+            PlannedAction::Skip => "skip",
+            PlannedAction::Record => "record",
+            PlannedAction::Fail => "fail",
+            PlannedAction::NotReached => "not-reached",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use crate::host::preflight::{self, PreflightError};
 use crate::host::runtime::Runtime;
 use crate::package::config::{ConfigError, Finding, PackageConfig};
 use crate::package::step::{Mode, Step};
+pub use crate::stage::decide::PlannedAction;
 use crate::stage::decide::{self, StepPaths, join_under};
 use crate::stage::run::{At, Effects, Listed, Stage, StageError, StateResult, step_err, walk};
 use crate::state::results;
@@ -155,35 +156,6 @@ pub struct PlannedStep {
     pub notes: Vec<String>,
     pub on_host: bool,
     pub idempotence_disabled: bool,
-}
-
-/// What a real run would do with one operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PlannedAction {
-    /// The command would run.
-    Run,
-    /// Nothing would run: the operation is complete (or completes from its pending marker).
-    Skip,
-    /// No command; only the completion marker would be written.
-    Record,
-    /// The run would fail here without running the command.
-    Fail,
-    /// An earlier operation ends the run first.
-    NotReached,
-}
-
-impl PlannedAction {
-    /// `run`, `skip`, `record`, `fail`, `not-reached`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PlannedAction::Run => "run",
-            PlannedAction::Skip => "skip",
-            PlannedAction::Record => "record",
-            PlannedAction::Fail => "fail",
-            PlannedAction::NotReached => "not-reached",
-        }
-    }
 }
 
 /// Plan `mode` of the package at COPY_DIR (a cleaned host-absolute path) under `fs`'s ROOT.
