@@ -17,8 +17,19 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::Finding;
-use super::validation::Validator;
 use crate::package::step::{Mode, Step};
+
+/// The rules the pass applies as it reads `modes` (the validator's): a fresh copy of the
+/// prototype checks each key, and its findings are kept with the key.
+pub(super) trait ModeChecks: Clone {
+    /// The key is not a stage mode.
+    fn unknown_mode(&mut self, path: &str, key: &str);
+    /// The key's value is not an array.
+    fn not_an_array(&mut self, value: &Value, path: &str);
+    /// Check one step entry: the step if it is valid, and its `path` if that is well-formed.
+    fn step(&mut self, item: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>);
+    fn into_findings(self) -> Vec<Finding>;
+}
 
 /// A value that is either the shape the pass streams (an object, an array) or anything else,
 /// kept whole so that the finding can describe it.
@@ -62,9 +73,9 @@ pub(super) type Modes = BTreeMap<(bool, Option<Mode>, String), ModeKey>;
 /// the caller's "not valid JSON" finding. Nesting is limited by serde_json to 128 levels, as
 /// for a tree. Every step is checked; only those of `keep` (every mode when `None`) are kept.
 /// Each key of `modes` is checked by a fresh copy of `checks`, its findings kept with the key.
-pub(super) fn parse<'de, R: serde_json::de::Read<'de>>(
+pub(super) fn parse<'de, R: serde_json::de::Read<'de>, C: ModeChecks>(
     de: &mut serde_json::Deserializer<R>,
-    checks: &Validator,
+    checks: &C,
     keep: Option<Mode>,
 ) -> Result<Streamed<Document>, serde_json::Error> {
     let doc = Top(ModesSeed { checks, keep }).deserialize(&mut *de)?;
@@ -102,7 +113,7 @@ macro_rules! other_values {
 /// A visitor used as its own seed, for any JSON value.
 macro_rules! visited_seed {
     ($t:ty) => {
-        impl<'de> DeserializeSeed<'de> for $t {
+        impl<'de, C: ModeChecks> DeserializeSeed<'de> for $t {
             type Value = <Self as Visitor<'de>>::Value;
 
             fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -118,11 +129,11 @@ fn other_seq<'de, T, A: SeqAccess<'de>>(seq: A) -> Result<Streamed<T>, A::Error>
 }
 
 /// The top-level object: `modes` is read with the seed it holds.
-struct Top<'a>(ModesSeed<'a>);
+struct Top<'a, C>(ModesSeed<'a, C>);
 
-visited_seed!(Top<'_>);
+visited_seed!(Top<'_, C>);
 
-impl<'de> Visitor<'de> for Top<'_> {
+impl<'de, C: ModeChecks> Visitor<'de> for Top<'_, C> {
     type Value = Streamed<Document>;
 
     other_values!();
@@ -147,15 +158,22 @@ impl<'de> Visitor<'de> for Top<'_> {
 }
 
 /// The `modes` object.
-#[derive(Clone, Copy)]
-struct ModesSeed<'a> {
-    checks: &'a Validator,
+struct ModesSeed<'a, C> {
+    checks: &'a C,
     keep: Option<Mode>,
 }
 
-visited_seed!(ModesSeed<'_>);
+// Not derived: a derive would ask `C: Copy` of the validator it only borrows.
+impl<C> Clone for ModesSeed<'_, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C> Copy for ModesSeed<'_, C> {}
 
-impl<'de> Visitor<'de> for ModesSeed<'_> {
+visited_seed!(ModesSeed<'_, C>);
+
+impl<'de, C: ModeChecks> Visitor<'de> for ModesSeed<'_, C> {
     type Value = Streamed<Modes>;
 
     other_values!();
@@ -187,7 +205,7 @@ impl<'de> Visitor<'de> for ModesSeed<'_> {
                     match map.next_value_seed(seed)? {
                         Streamed::Parsed(steps) => Some(steps),
                         Streamed::Other(value) => {
-                            checks.expected("an array", &value, &mode_path);
+                            checks.not_an_array(&value, &mode_path);
                             None
                         }
                     }
@@ -195,7 +213,7 @@ impl<'de> Visitor<'de> for ModesSeed<'_> {
             };
             let entry = ModeKey {
                 mode,
-                findings: checks.findings,
+                findings: checks.into_findings(),
                 steps,
             };
             modes.insert((mode.is_none(), mode, key), entry);
@@ -210,17 +228,17 @@ pub(super) fn step_path_field(mode: Mode, i: usize) -> String {
 }
 
 /// The array of one mode: each step object parsed, checked and dropped in turn.
-struct StepsSeed<'a> {
-    checks: &'a mut Validator,
+struct StepsSeed<'a, C> {
+    checks: &'a mut C,
     mode: Mode,
     mode_path: &'a str,
     /// Keep the steps (else each is checked and dropped).
     keep: bool,
 }
 
-visited_seed!(StepsSeed<'_>);
+visited_seed!(StepsSeed<'_, C>);
 
-impl<'de> Visitor<'de> for StepsSeed<'_> {
+impl<'de, C: ModeChecks> Visitor<'de> for StepsSeed<'_, C> {
     type Value = Streamed<ModeSteps>;
 
     other_values!();

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::stream::{self, Modes, Streamed, field, index, quote, step_path_field};
+use super::stream::{self, ModeChecks, Modes, Streamed, field, index, quote, step_path_field};
 use super::{
     ConfigError, Finding, NO_DEFINED_STEPS, PackageConfig, SCHEMA_VERSION, STEP_NAME_PATTERN,
     Severity, expected_check_path, is_semver,
@@ -699,4 +699,22 @@ pub(super) fn path_sort_key(path: &str) -> Vec<(bool, usize, String)> {
         rest = tail;
     }
     key
+}
+
+impl ModeChecks for Validator {
+    fn unknown_mode(&mut self, path: &str, key: &str) {
+        Validator::unknown_mode(self, path, key);
+    }
+
+    fn not_an_array(&mut self, value: &Value, path: &str) {
+        self.expected("an array", value, path);
+    }
+
+    fn step(&mut self, item: &Value, path: &str, mode: Mode) -> (Option<Step>, Option<String>) {
+        Validator::step(self, item, path, mode)
+    }
+
+    fn into_findings(self) -> Vec<Finding> {
+        self.findings
+    }
 }
