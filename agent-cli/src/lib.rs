@@ -4,6 +4,15 @@
 //! `agent_cli::main_with_kinds!(gpu_reset::GpuReset);` (or [`Agent`]), so a kind that is not
 //! linked is a compile error.
 
+/// `writeln!` into a `String`, a text form's next line: writing to a `String` cannot fail.
+/// Defined before the modules, so that every one of them has it in scope.
+macro_rules! push_line {
+    ($s:expr, $($arg:tt)*) => {{
+        use ::std::fmt::Write as _;
+        let _ = ::std::writeln!($s, $($arg)*);
+    }};
+}
+
 mod cli;
 mod commands;
 mod logfmt;

@@ -30,15 +30,6 @@ pub fn print_version() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `writeln!` into a `String`, a text form's next line: writing to a `String` cannot fail.
-macro_rules! push_line {
-    ($s:expr, $($arg:tt)*) => {{
-        use ::std::fmt::Write as _;
-        let _ = ::std::writeln!($s, $($arg)*);
-    }};
-}
-pub(crate) use push_line;
-
 /// `1 step`, `2 steps`.
 pub fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })

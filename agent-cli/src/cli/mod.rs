@@ -24,8 +24,6 @@ use clap::builder::PossibleValuesParser;
 use clap::error::ErrorKind;
 use clap::{Arg, ColorChoice, Command, CommandFactory as _, FromArgMatches as _};
 
-use crate::output::push_line;
-
 /// The root: the global flags and the subcommands clap parses.
 #[derive(Debug, clap::Parser)]
 #[command(

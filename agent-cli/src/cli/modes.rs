@@ -7,7 +7,6 @@ use std::fmt::Write as _;
 use clap::{Arg, ArgAction, Command, ValueHint};
 
 use super::environment::ENVIRONMENT;
-use crate::output::push_line;
 
 /// The first lines of `agent --help` and the manual's SYNOPSIS: each form, and a note.
 pub const SYNOPSIS: &[(&str, &str)] = &[

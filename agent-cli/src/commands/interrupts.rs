@@ -9,7 +9,7 @@ use agent_core::plugin::registry::{self, InterruptDescriptor};
 use serde::Serialize;
 
 use crate::cli::{Format, Interrupts};
-use crate::output::{self, Failure, push_line};
+use crate::output::{self, Failure};
 
 /// One kind as listed: its descriptor, and why it is broken (SPEC §9.5), if it is.
 #[derive(Debug, Serialize)]

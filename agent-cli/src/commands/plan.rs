@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::state::Located;
 use crate::cli::{Format, Plan, Verbosity};
-use crate::output::{self, Failure, push_line};
+use crate::output::{self, Failure};
 
 /// `plan --format json` of a MODE this agent does not know.
 #[derive(Serialize)]

@@ -26,7 +26,7 @@ use agent_core::state::status::RESET_MODE;
 use serde::Serialize;
 
 use crate::cli::{Operation, Reset, Verbosity};
-use crate::output::{self, Failure, push_line};
+use crate::output::{self, Failure};
 
 /// What one reset touches: the files of one package version (or interrupt resource).
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use agent_core::state::status::{self, HostStatus, InterruptStatus, StatusError, 
 use serde::Serialize;
 
 use crate::cli::{Status, Verbosity};
-use crate::output::{self, Failure, push_line};
+use crate::output::{self, Failure};
 
 /// The whole answer, as `--format json` prints it.
 #[derive(Debug, Serialize)]

@@ -6,7 +6,7 @@ use agent_core::package::config::{self as package, Finding, PackageConfig, Sever
 use serde::Serialize;
 
 use crate::cli::Validate;
-use crate::output::{self, push_line};
+use crate::output;
 
 #[derive(Debug, Serialize)]
 struct Report {
