@@ -20,7 +20,6 @@ use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -198,10 +197,10 @@ impl HostFs {
             return Ok(None);
         };
         let host = located.host();
-        match located.open_file()? {
-            Some(file) => super::read_bounded(file, bound, &host).map(Some),
-            None => Ok(None),
-        }
+        located
+            .open_file()?
+            .map(|file| super::read_bounded(file, bound, &host))
+            .transpose()
     }
 
     /// Open the directory at a cleaned host path, refusing links; `None` if a component is
@@ -401,27 +400,21 @@ fn lookup(
         last_link = Some(here);
     }
     // Every component was a directory entered (or the path was `base` itself).
-    let dir_host = host_of(&stack);
-    let (dir, name, kind) = match (goal, stack.pop()) {
-        (Goal::Dir, Some((fd, _))) => (fd, None, Some(Kind::Dir)),
+    let mut dir_host = host_of(&stack);
+    let (dir, name) = match (goal, stack.pop()) {
+        (Goal::Dir, Some((fd, _))) => (fd, None),
         (Goal::Entry, Some((_, name))) => {
             // A link led to a directory: its parent is the one entered before it.
-            let parent = stack.pop().map_or(base, |(fd, _)| fd);
-            let parent_host = dir_host.parent().unwrap_or(base_host).to_path_buf();
-            return Ok(Some(Located {
-                dir: parent,
-                dir_host: parent_host,
-                name: Some(name),
-                kind: Some(Kind::Dir),
-            }));
+            dir_host.pop();
+            (stack.pop().map_or(base, |(fd, _)| fd), Some(name))
         }
-        (_, None) => (base, None, Some(Kind::Dir)),
+        (_, None) => (base, None),
     };
     Ok(Some(Located {
         dir,
         dir_host,
         name,
-        kind,
+        kind: Some(Kind::Dir),
     }))
 }
 
@@ -445,11 +438,8 @@ fn fast_lookup(
     if NO_OPENAT2.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    let mut rel = OsString::from(".");
-    for dir in dir_names {
-        rel.push("/");
-        rel.push(dir);
-    }
+    let mut rel = PathBuf::from(".");
+    rel.extend(dir_names);
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(
@@ -457,7 +447,7 @@ fn fast_lookup(
                 | ResolveFlag::RESOLVE_NO_SYMLINKS
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS,
         );
-    let dir = match fcntl::openat2(base, rel.as_bytes(), how) {
+    let dir = match fcntl::openat2(base, rel.as_path(), how) {
         Ok(fd) => fd,
         Err(Errno::ENOSYS | Errno::EPERM | Errno::EINVAL | Errno::E2BIG) => {
             NO_OPENAT2.store(true, Ordering::Relaxed);
@@ -467,15 +457,10 @@ fn fast_lookup(
     };
     let mut dir_host = base_host.to_path_buf();
     dir_host.extend(dir_names);
-    let Some(name) = name else {
-        return Ok(Some(Located {
-            dir,
-            dir_host,
-            name: None,
-            kind: Some(Kind::Dir),
-        }));
+    let kind = match name {
+        Some(name) => entry_kind(&dir, name, &dir_host.join(name))?,
+        None => Some(Kind::Dir),
     };
-    let kind = entry_kind(&dir, name, &dir_host.join(name))?;
     if kind == Some(Kind::Symlink) {
         // Refused or followed: the walk decides, and names it.
         return Ok(None);
@@ -483,7 +468,7 @@ fn fast_lookup(
     Ok(Some(Located {
         dir,
         dir_host,
-        name: Some(name.to_owned()),
+        name: name.map(OsStr::to_owned),
         kind,
     }))
 }
