@@ -11,11 +11,11 @@
 //! own container instead); COPY_DIR, which the rest of the run uses through its path in the
 //! agent's view, through relative links only ([`Links::Relative`]).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::host::fs::{self as hostfs, HostFs, HostFsError, Links, Located, Missing};
 use crate::host::identity::{IdentityError, ResourceId};
@@ -119,14 +119,11 @@ pub fn validate(
         source,
     })?;
     check_root(root)?;
-    if host_components(&cleaned)?.is_empty() {
-        return Err(PreflightError::CopyDirIsRoot(
-            copy_dir.display().to_string(),
-        ));
-    }
-    // A link along COPY_DIR may lead back to ROOT itself: copying or overlaying there would
-    // write the package over the host's top directory.
-    if locate_package_dir(root, &cleaned, Missing::Stop)?.is_some_and(|dir| dir.name.is_none()) {
+    // COPY_DIR is `/`, or a link along it leads back to ROOT itself: copying or overlaying
+    // there would write the package over the host's top directory.
+    if host_components(&cleaned)?.is_empty()
+        || locate_package_dir(root, &cleaned, Missing::Stop)?.is_some_and(|dir| dir.name.is_none())
+    {
         return Err(PreflightError::CopyDirIsRoot(
             copy_dir.display().to_string(),
         ));
@@ -208,14 +205,12 @@ pub fn ensure_package_data(
     node_files: &Path,
 ) -> Result<(), PreflightError> {
     check_root(root)?;
+    let is_root = || PreflightError::CopyDirIsRoot(copy_dir.display().to_string());
     let components = host_components(copy_dir)?;
     if components.is_empty() {
-        return Err(PreflightError::CopyDirIsRoot(
-            copy_dir.display().to_string(),
-        ));
+        return Err(is_root());
     }
     let host = host_display(&components);
-    let is_root = || PreflightError::CopyDirIsRoot(copy_dir.display().to_string());
     if let Some(found) = locate_package_dir(root, Path::new(&host), Missing::Stop)? {
         match found.kind_name() {
             _ if found.name.is_none() => return Err(is_root()),
@@ -416,22 +411,9 @@ fn check_root(root: &Path) -> Result<(), PreflightError> {
 
 /// The lexically cleaned components of a host-absolute path (`..` may not climb above `/`).
 fn host_components(host_path: &Path) -> Result<Vec<OsString>, PreflightError> {
-    let mut components = Vec::new();
-    for component in host_path.components() {
-        match component {
-            Component::Normal(name) => components.push(name.to_owned()),
-            Component::ParentDir => {
-                if components.pop().is_none() {
-                    return Err(PreflightError::Other(format!(
-                        "{} escapes the host root",
-                        host_path.display()
-                    )));
-                }
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    Ok(components)
+    // Past the cleaned path's leading `/`.
+    let cleaned = HostFs::clean(host_path)?;
+    Ok(cleaned.iter().skip(1).map(OsStr::to_owned).collect())
 }
 
 fn join_real(root: &Path, components: &[OsString]) -> PathBuf {

@@ -12,7 +12,9 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::PreflightError;
-use crate::host::fs::{self as hostfs, DirSync, HostFs, HostFsError, Links, Located, Missing};
+use crate::host::fs::{
+    self as hostfs, DirSync, HostFs, HostFsError, Kind, Links, Located, Missing,
+};
 
 /// A file or directory of a source tree, found by [`scan_tree`].
 #[derive(Debug)]
@@ -52,8 +54,14 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
         let source = frame.source.join(&name);
         let rel = frame.rel.join(&name);
         let meta = stat_source(&source)?;
-        let mode = meta.mode() & 0o777;
-        if meta.is_dir() {
+        let is_dir = meta.is_dir();
+        if !is_dir && !meta.is_file() {
+            return Err(PreflightError::Unsupported {
+                path: source.display().to_string(),
+                kind: kind_name(&meta),
+            });
+        }
+        if is_dir {
             let id = (meta.dev(), meta.ino());
             if ancestors.contains(&id) {
                 return Err(PreflightError::SymlinkCycle(source.display().to_string()));
@@ -63,27 +71,15 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
                 rel: rel.clone(),
                 children: children(&source)?,
             };
-            entries.push(Entry {
-                rel,
-                source,
-                is_dir: true,
-                mode,
-            });
             ancestors.push(id);
             stack.push(frame);
-        } else if meta.is_file() {
-            entries.push(Entry {
-                rel,
-                source,
-                is_dir: false,
-                mode,
-            });
-        } else {
-            return Err(PreflightError::Unsupported {
-                path: source.display().to_string(),
-                kind: kind_name(&meta),
-            });
         }
+        entries.push(Entry {
+            rel,
+            source,
+            is_dir,
+            mode: meta.mode() & 0o777,
+        });
     }
     Ok(entries)
 }
@@ -159,20 +155,11 @@ pub(super) fn copy_entries(
         let parent = hostfs::open_dir_below(dest_top, Path::new(host_top), parent_rel)?
             .ok_or_else(|| super::missing_dir(host_top, parent_rel))?;
         let dest = Located::entry(&parent, &Path::new(host_top).join(parent_rel), name)?;
-        match (entry.is_dir, dest.kind_name()) {
-            (true, None) => {
-                dest.create_dir(0o700)?;
-                dirs.push((entry.rel.clone(), host, entry.mode));
-            }
-            (true, Some(_)) if dest.is_dir() => dirs.push((entry.rel.clone(), host, entry.mode)),
-            (false, None) => replace_file(&entry.source, &dest, entry.mode)?,
-            (false, Some(_)) if dest.is_file() => replace_file(&entry.source, &dest, entry.mode)?,
-            (_, Some(kind)) => {
-                return Err(PreflightError::Other(format!(
-                    "cannot merge {} into {host}: it is {kind}",
-                    entry.source.display(),
-                )));
-            }
+        place(entry, &dest, || {
+            format!("cannot merge {} into {host}", entry.source.display())
+        })?;
+        if entry.is_dir {
+            dirs.push((entry.rel.clone(), host, entry.mode));
         }
     }
     Ok(())
@@ -204,26 +191,46 @@ pub(super) fn overlay_entries(
             )?
             .expect("a creating lookup always ends at an entry");
         let host = dest.host();
-        match (entry.is_dir, dest.kind_name()) {
-            (true, None) => {
-                dest.create_dir(0o700)?;
-                let shown = host.display().to_string();
-                created.push((host, shown, entry.mode));
-            }
-            // Reused as is: the host owns the modes of its existing directories.
-            (true, Some(_)) if dest.is_dir() => {}
-            (false, None) => replace_file(&entry.source, &dest, entry.mode)?,
-            (false, Some(_)) if dest.is_file() => replace_file(&entry.source, &dest, entry.mode)?,
-            (_, Some(kind)) => {
-                return Err(PreflightError::Other(format!(
-                    "cannot overlay {} onto {}: it is {kind}",
-                    entry.source.display(),
-                    host.display(),
-                )));
-            }
+        let made = place(entry, &dest, || {
+            format!(
+                "cannot overlay {} onto {}",
+                entry.source.display(),
+                host.display()
+            )
+        })?;
+        // An existing directory is reused as is: the host owns the modes of its directories.
+        if made {
+            let shown = host.display().to_string();
+            created.push((host, shown, entry.mode));
         }
     }
     Ok(())
+}
+
+/// Put `entry` at `dest`: a directory is created there owner-only (`true`) or kept if there
+/// is one; a file replaces a file or nothing. Anything else there is refused, `refusal` saying
+/// what could not be done.
+fn place(
+    entry: &Entry,
+    dest: &Located,
+    refusal: impl FnOnce() -> String,
+) -> Result<bool, PreflightError> {
+    match (entry.is_dir, dest.kind) {
+        (true, None) => {
+            dest.create_dir(0o700)?;
+            Ok(true)
+        }
+        (true, Some(Kind::Dir)) => Ok(false),
+        (false, None | Some(Kind::File)) => {
+            replace_file(&entry.source, dest, entry.mode)?;
+            Ok(false)
+        }
+        (_, Some(kind)) => Err(PreflightError::Other(format!(
+            "{}: it is {}",
+            refusal(),
+            kind.name()
+        ))),
+    }
 }
 
 /// Give new directories their final modes, children first (a parent made read-only cannot
