@@ -137,18 +137,6 @@ impl Wake {
     }
 }
 
-/// One of the agent's streams as the relay writes it: the sink and its line state.
-pub struct Destination {
-    sink: Arc<dyn Sink>,
-    line: Arc<LineState>,
-}
-
-impl Destination {
-    pub fn new(sink: Arc<dyn Sink>, line: Arc<LineState>) -> Self {
-        Self { sink, line }
-    }
-}
-
 /// What the relay hands back once both pipes reached end-of-file, or it stopped waiting.
 #[derive(Debug)]
 pub struct Relayed {
@@ -219,17 +207,17 @@ pub(crate) fn grow_pipe(fd: BorrowedFd<'_>) {
 
 impl Relay {
     /// `pipes`: the read ends of the child's stdout and stderr with the agent's streams they
-    /// go to. `log`: the operation's log file (a duplicate of the caller's handle). `wake`:
+    /// go to (the sink and its line state). `log`: the operation's log file (a duplicate of the caller's handle). `wake`:
     /// what the async side says through the [`Drain`] of the same pair.
     pub fn new(
-        pipes: Vec<(OwnedFd, Destination)>,
+        pipes: Vec<(OwnedFd, Arc<dyn Sink>, Arc<LineState>)>,
         log: Option<File>,
         wake: Wake,
         policy: DrainPolicy,
     ) -> Self {
         let streams = pipes
             .into_iter()
-            .map(|(pipe, Destination { sink, line })| {
+            .map(|(pipe, sink, line)| {
                 let path = sink.fd().map_or(Path::Copy, path_for);
                 if path == Path::Tee {
                     if let Some(f) = sink.fd() {
@@ -283,19 +271,13 @@ impl Relay {
             if open.is_empty() {
                 break;
             }
-            let timeout = match (stop_by, exited) {
-                (Some(by), _) => match by.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => poll_timeout(left),
-                    _ => break,
-                },
-                (None, None) => PollTimeout::NONE,
-                (None, Some(at)) => {
-                    let end = (last_data.max(at) + self.policy.idle).min(at + self.policy.limit);
-                    match end.checked_duration_since(Instant::now()) {
-                        Some(left) if !left.is_zero() => poll_timeout(left),
-                        _ => break,
-                    }
-                }
+            let end = stop_by.or(exited.map(|at| {
+                (last_data.max(at) + self.policy.idle).min(at + self.policy.limit)
+            }));
+            let timeout = match end.map(|end| end.checked_duration_since(Instant::now())) {
+                None => PollTimeout::NONE,
+                Some(Some(left)) if !left.is_zero() => poll_timeout(left),
+                Some(_) => break,
             };
             let (ready, woken) = {
                 let mut fds: Vec<PollFd<'_>> = open
