@@ -217,24 +217,15 @@ impl HostFs {
     ) -> Result<(), HostFsError> {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
-        Self::replace(&dir, &target, FILE_MODE, DirSync::Required, contents)
+        Self::replace(&dir, &target, FILE_MODE, DirSync::Required, |file| {
+            file.write_all(contents)
+        })
     }
 
-    /// Replace `target` in its open directory `dir` with `contents` through the one atomic
-    /// replace. `renameat` would replace a link rather than follow it, but SPEC §5 wants a
-    /// link at the destination reported, and a directory there cannot be replaced by a file.
+    /// Replace `target` in its open directory `dir` with what `write` writes, through the one
+    /// atomic replace. `renameat` would replace a link rather than follow it, but SPEC §5 wants
+    /// a link at the destination reported, and a directory there cannot be replaced by a file.
     fn replace(
-        dir: &OwnedFd,
-        target: &Target,
-        mode: u32,
-        sync: DirSync,
-        contents: &[u8],
-    ) -> Result<(), HostFsError> {
-        Self::replace_with(dir, target, mode, sync, |file| file.write_all(contents))
-    }
-
-    /// [`replace`](Self::replace) with contents written by `write`.
-    fn replace_with(
         dir: &OwnedFd,
         target: &Target,
         mode: u32,
@@ -283,7 +274,7 @@ impl HostFs {
         let dir = self
             .walk(&target.dir, missing)?
             .ok_or_else(|| io_error("writing", &target.host, Errno::ENOENT))?;
-        Self::replace_with(&dir, &target, mode, DirSync::Never, write)
+        Self::replace(&dir, &target, mode, DirSync::Never, write)
     }
 
     /// Read a state file of at most `bound` bytes (`MARKER_BOUND`, `RECORD_BOUND`):

@@ -278,11 +278,7 @@ pub(super) fn replace_file(source: &Path, dest: &Located, mode: u32) -> Result<(
     }
 
     let target = dest.name.as_deref().expect("a file destination has a name");
-    let write_error = |source: io::Error| PreflightError::Io {
-        op: "writing",
-        path: host.to_owned(),
-        source,
-    };
+    let write_error = io_error("writing", host);
     clean_stale_copies_in(&dest.dir, &dest.dir_host, target);
     // The one atomic replace of the agent; the copy keeps the source's permission bits.
     hostfs::replace_in(
