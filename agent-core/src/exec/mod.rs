@@ -173,14 +173,11 @@ impl LineState {
             return;
         }
         let mut open = self.lock();
-        if *open {
-            let mut framed = Vec::with_capacity(text.len() + 1);
-            framed.push(b'\n');
-            framed.extend_from_slice(text);
-            let _ = sink.write_all(&framed);
+        let _ = if *open {
+            sink.write_all(&[b"\n", text].concat())
         } else {
-            let _ = sink.write_all(text);
-        }
+            sink.write_all(text)
+        };
         *open = false;
     }
 }

@@ -215,6 +215,7 @@ impl Relay {
         wake: Wake,
         policy: DrainPolicy,
     ) -> Self {
+        let (log_append, log_splice) = log.as_ref().map_or((false, false), prepare_log);
         let streams = pipes
             .into_iter()
             .map(|(pipe, sink, line)| {
@@ -235,24 +236,19 @@ impl Relay {
                 }
             })
             .collect();
-        let mut relay = Self {
+        Self {
             streams,
             wake,
             policy,
-            log: None,
-            log_append: false,
-            log_splice: false,
+            log,
+            log_append,
+            log_splice,
             log_error: None,
             tail: Tail::new(TAIL_BYTES),
             buf: vec![0u8; COPY_BUFFER],
             null: None,
             scratch: None,
-        };
-        if let Some(file) = log {
-            (relay.log_append, relay.log_splice) = prepare_log(&file);
-            relay.log = Some(file);
         }
-        relay
     }
 
     /// Relay until both pipes reach end-of-file, or until the [`Drain`] ends it: at once, or
@@ -321,10 +317,8 @@ impl Relay {
                 }
             }
         }
-        if self.log_append {
-            if let Some(log) = &self.log {
-                let _ = set_append(log, true);
-            }
+        if let (true, Some(log)) = (self.log_append, &self.log) {
+            let _ = set_append(log, true);
         }
         Relayed {
             bytes: self.streams.iter().map(|s| s.bytes).collect(),
@@ -339,29 +333,25 @@ impl Relay {
         }
     }
 
-    /// [`Relay::pump`] under the stream's line lock, so that agent text written to the same
-    /// stream (a log record) comes before or after the chunk, and knows whether the chunk
-    /// ended its line (SPEC §8.4 line framing).
+    /// Move one chunk of stream `i`; `false` at end-of-file (or an unreadable pipe). Under the
+    /// stream's line lock, so that agent text written to the same stream (a log record) comes
+    /// before or after the chunk, and knows whether the chunk ended its line (SPEC §8.4 line
+    /// framing).
     fn pump_framed(&mut self, i: usize) -> bool {
         let line = self.streams[i].line.clone();
         let mut open = line.lock();
         let before = self.streams[i].bytes;
-        let more = self.pump(i);
+        let more = match self.streams[i].path {
+            Path::Tee => self.tee_chunk(i),
+            Path::Splice => self.splice_chunk(i),
+            Path::Copy => self.copy_chunk(i),
+        };
         if self.streams[i].bytes != before {
             if let Some(last) = self.streams[i].last {
                 *open = last != b'\n';
             }
         }
         more
-    }
-
-    /// Move one chunk of stream `i`. `false` at end-of-file (or an unreadable pipe).
-    fn pump(&mut self, i: usize) -> bool {
-        match self.streams[i].path {
-            Path::Tee => self.tee_chunk(i),
-            Path::Splice => self.splice_chunk(i),
-            Path::Copy => self.copy_chunk(i),
-        }
     }
 
     /// `read` + `write`: the path for small chunks and for streams the kernel cannot splice
