@@ -20,6 +20,7 @@ use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
 
 use crate::host::errors::Chain;
+use crate::host::identity::NAME_MAX;
 
 /// Errors of rooted host I/O. Messages name the host path (ROOT-relative, as `/var/lib/...`).
 #[derive(Debug, thiserror::Error)]
@@ -88,8 +89,6 @@ pub(crate) const RECORD_BOUND: u64 = 16 << 20;
 const FILE_MODE: u32 = 0o600;
 /// SPEC §5: directories we create are 0755.
 pub(crate) const DIR_MODE: u32 = 0o755;
-/// Longest file name most Linux filesystems accept (`NAME_MAX`).
-const NAME_MAX: usize = 255;
 /// Temp files younger than this may belong to a writer that is still running (another agent
 /// pod of the same Skyhook shares STATE, and each pod has its own PID namespace, so the PID in
 /// the name cannot tell a live writer from a dead one).

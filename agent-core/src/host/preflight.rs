@@ -278,13 +278,8 @@ pub fn ensure_package_data(
             hostfs::open_dir_below(&top, Path::new(&host), rel)?
                 .ok_or_else(|| missing_dir(&host, rel))
         })?;
-        nix::fcntl::renameat(&dest.dir, temp.as_os_str(), &dest.dir, name.as_os_str()).map_err(
-            |errno| PreflightError::Io {
-                op: "moving the package copy into place at",
-                path: host.clone(),
-                source: errno.into(),
-            },
-        )?;
+        nix::fcntl::renameat(&dest.dir, temp.as_os_str(), &dest.dir, name.as_os_str())
+            .map_err(io_error("moving the package copy into place at", &host))?;
         sync_dir(&dest.dir);
         Ok(())
     })();
@@ -401,11 +396,7 @@ fn check_root(root: &Path) -> Result<(), PreflightError> {
             root.display(),
             kind_name(&meta)
         ))),
-        Err(e) => Err(PreflightError::Io {
-            op: "inspecting host root",
-            path: root.display().to_string(),
-            source: e,
-        }),
+        Err(e) => Err(io_error("inspecting host root", root.display())(e)),
     }
 }
 
@@ -436,19 +427,14 @@ fn host_display(components: &[OsString]) -> String {
 
 /// A directory this run created, gone when its mode was to be set.
 fn missing_dir(base: &str, rel: &Path) -> PreflightError {
-    let path = Path::new(base).join(rel);
-    PreflightError::Io {
-        op: "opening directory",
-        path: path.display().to_string(),
-        source: io::Error::from(io::ErrorKind::NotFound),
-    }
+    io_error("opening directory", Path::new(base).join(rel).display())(io::ErrorKind::NotFound)
 }
 
 mod tree;
 
 use tree::{
-    apply_dir_modes, check_absent, clean_stale_copies_in, copy_entries, kind_name, overlay_entries,
-    replace_file, scan_tree, source_error, stat_source, sync_dir,
+    apply_dir_modes, check_absent, clean_stale_copies_in, copy_entries, io_error, kind_name,
+    overlay_entries, replace_file, scan_tree, source_error, stat_source, sync_dir,
 };
 
 #[cfg(test)]

@@ -109,11 +109,7 @@ pub(super) fn source_error(path: &Path, e: io::Error) -> PreflightError {
     {
         return PreflightError::Other(format!("{shown} is a dangling symbolic link"));
     }
-    PreflightError::Io {
-        op: "reading",
-        path: shown,
-        source: e,
-    }
+    io_error("reading", shown)(e)
 }
 
 /// Accept only "nothing there" from a failed `stat` of a path that may be created.
@@ -122,11 +118,7 @@ pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), 
         return Err(PreflightError::SymlinkCycle(host.to_owned()));
     }
     if e.kind() != io::ErrorKind::NotFound {
-        return Err(PreflightError::Io {
-            op: "inspecting",
-            path: host.to_owned(),
-            source: e,
-        });
+        return Err(io_error("inspecting", host)(e));
     }
     if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(PreflightError::Other(format!(
@@ -316,9 +308,17 @@ pub(super) fn sync_dir(dir: &OwnedFd) {
     let _ = nix::unistd::fsync(dir);
 }
 
-pub(super) fn io_error(op: &'static str, host: &str) -> impl FnOnce(io::Error) -> PreflightError {
-    let path = host.to_owned();
-    move |source| PreflightError::Io { op, path, source }
+/// `map_err(io_error("writing", host))`: [`PreflightError::Io`] of `op` on `host`.
+pub(super) fn io_error<E: Into<io::Error>>(
+    op: &'static str,
+    host: impl std::fmt::Display,
+) -> impl FnOnce(E) -> PreflightError {
+    let path = host.to_string();
+    move |source| PreflightError::Io {
+        op,
+        path,
+        source: source.into(),
+    }
 }
 
 /// What `meta` describes, for messages ("a fifo", ...).
