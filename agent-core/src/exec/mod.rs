@@ -622,14 +622,10 @@ impl Runner for ProcessRunner {
         phases::end_without(Phase::Spawn, spawning, recording.get());
         let waiting = phases::start();
         // The relay writes the log through its own handle on the same open file.
-        let mut log_error: Option<String> = None;
-        let log = log.and_then(|file| match file.try_clone() {
-            Ok(dup) => Some(dup),
-            Err(e) => {
-                log_error = Some(e.to_string());
-                None
-            }
-        });
+        let (log, log_error) = match log.map(|file| file.try_clone()).transpose() {
+            Ok(log) => (log, None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         let mut relay = Some(start_relay(&cfg.output, [out_r, err_r], log, wake));
         // What the kernel accounts to the process, read once it has exited and before the
         // async side reaps it (see `usage`).

@@ -80,9 +80,7 @@ impl Located {
     pub(crate) fn entry(dir: &OwnedFd, dir_host: &Path, name: &OsStr) -> Result<Self, HostFsError> {
         let host = dir_host.join(name);
         Ok(Self {
-            dir: dir
-                .try_clone()
-                .map_err(|e| super::io_source("opening directory", dir_host, e))?,
+            dir: clone_dir(dir, dir_host)?,
             dir_host: dir_host.to_path_buf(),
             name: Some(name.to_owned()),
             kind: entry_kind(dir, name, &host)?,
@@ -130,12 +128,8 @@ impl Located {
     pub(crate) fn open_dir(&self) -> Result<OwnedFd, HostFsError> {
         let host = self.host();
         match &self.name {
-            None => self
-                .dir
-                .try_clone()
-                .map_err(|e| super::io_source("opening directory", &host, e)),
-            Some(name) => open_dir_at(&self.dir, name, &host)?
-                .ok_or_else(|| io_error("opening directory", &host, Errno::ENOENT)),
+            None => clone_dir(&self.dir, &host),
+            Some(name) => open_dir_at(&self.dir, name, &host),
         }
     }
 
@@ -147,8 +141,7 @@ impl Located {
         };
         stat::mkdirat(&self.dir, name.as_os_str(), Mode::from_bits_truncate(mode))
             .map_err(|errno| io_error("creating directory", &host, errno))?;
-        let fd = open_dir_at(&self.dir, name, &host)?
-            .ok_or_else(|| io_error("opening directory", &host, Errno::ENOENT))?;
+        let fd = open_dir_at(&self.dir, name, &host)?;
         set_mode(&fd, mode, &host)?;
         Ok(fd)
     }
@@ -245,11 +238,8 @@ pub(crate) fn open_dir_below(
     base_host: &Path,
     rel: &Path,
 ) -> Result<Option<OwnedFd>, HostFsError> {
-    let base = base
-        .try_clone()
-        .map_err(|e| super::io_source("opening directory", base_host, e))?;
     let located = lookup(
-        base,
+        clone_dir(base, base_host)?,
         base_host,
         rel,
         Links::Refuse,
@@ -322,11 +312,8 @@ fn lookup(
             match entry_kind(current, &name, &here)? {
                 Some(Kind::Symlink) if links != Links::Refuse => Step::Follow,
                 kind => {
-                    let dir = current
-                        .try_clone()
-                        .map_err(|e| super::io_source("opening directory", &here, e))?;
                     return Ok(Some(Located {
-                        dir,
+                        dir: clone_dir(current, &here)?,
                         dir_host: host_of(&stack),
                         name: Some(name),
                         kind,
@@ -517,15 +504,17 @@ fn dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<DirAt, HostFsEr
     }
 }
 
-/// Open the directory `name` inside `parent` without following a link; `None` if absent.
-pub(super) fn open_dir_at(
-    parent: &OwnedFd,
-    name: &OsStr,
-    host: &Path,
-) -> Result<Option<OwnedFd>, HostFsError> {
+/// A descriptor of its own for the open directory `dir` (host path `host`).
+fn clone_dir(dir: &OwnedFd, host: &Path) -> Result<OwnedFd, HostFsError> {
+    dir.try_clone()
+        .map_err(|e| super::io_source("opening directory", host, e))
+}
+
+/// Open the directory `name` inside `parent` without following a link.
+fn open_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, HostFsError> {
     match dir_at(parent, name, host)? {
-        DirAt::Open(fd) => Ok(Some(fd)),
-        DirAt::Absent => Ok(None),
+        DirAt::Open(fd) => Ok(fd),
+        DirAt::Absent => Err(io_error("opening directory", host, Errno::ENOENT)),
         DirAt::Link => Err(symbolic_link(host)),
         // Report what the kernel said.
         DirAt::Swapped(errno) => Err(io_error("opening directory", host, errno)),
