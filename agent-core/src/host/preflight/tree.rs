@@ -100,32 +100,29 @@ pub(super) fn stat_source(path: &Path) -> Result<fs::Metadata, PreflightError> {
 }
 
 pub(super) fn source_error(path: &Path, e: io::Error) -> PreflightError {
-    let shown = path.display().to_string();
+    stat_error(path, &path.display().to_string(), "reading", e)
+}
+
+/// Accept only "nothing there" from a failed `stat` of a path that may be created.
+pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), PreflightError> {
+    match stat_error(path, host, "inspecting", e) {
+        PreflightError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => Ok(()),
+        err => Err(err),
+    }
+}
+
+/// A failed `stat` of `path` (`shown` in messages): a link cycle and a dangling link named as
+/// such, anything else the OS error of `op` (`NotFound` only when no link is there).
+fn stat_error(path: &Path, shown: &str, op: &'static str, e: io::Error) -> PreflightError {
     if e.raw_os_error() == Some(libc::ELOOP) {
-        return PreflightError::SymlinkCycle(shown);
+        return PreflightError::SymlinkCycle(shown.to_owned());
     }
     if e.kind() == io::ErrorKind::NotFound
         && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
     {
         return PreflightError::Other(format!("{shown} is a dangling symbolic link"));
     }
-    io_error("reading", shown)(e)
-}
-
-/// Accept only "nothing there" from a failed `stat` of a path that may be created.
-pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), PreflightError> {
-    if e.raw_os_error() == Some(libc::ELOOP) {
-        return Err(PreflightError::SymlinkCycle(host.to_owned()));
-    }
-    if e.kind() != io::ErrorKind::NotFound {
-        return Err(io_error("inspecting", host)(e));
-    }
-    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(PreflightError::Other(format!(
-            "{host} is a dangling symbolic link"
-        )));
-    }
-    Ok(())
+    io_error(op, shown)(e)
 }
 
 /// A directory whose mode is set once everything is written: where it is (relative to the
