@@ -378,11 +378,7 @@ impl Relay {
             let _ = self.streams[i].sink.write_all(bytes);
         }
         self.tail.push(bytes);
-        if let Some(log) = self.log.as_mut() {
-            if let Err(e) = log.write_all(bytes) {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
-        }
+        write_log(self.log.as_mut(), &mut self.log_error, bytes);
     }
 
     /// The stream is a pipe: duplicate what is buffered into it, then consume it into the log.
@@ -525,14 +521,7 @@ impl Relay {
                         if read_exact(scratch_r, &mut self.buf[..n]).is_err() {
                             break;
                         }
-                        if let Err(e) = self
-                            .log
-                            .as_mut()
-                            .expect("checked above")
-                            .write_all(&self.buf[..n])
-                        {
-                            self.log_error.get_or_insert_with(|| e.to_string());
-                        }
+                        write_log(self.log.as_mut(), &mut self.log_error, &self.buf[..n]);
                         left -= n;
                     }
                     drop_bytes(scratch_r, left, null_fd(&mut self.null), &mut self.buf);
@@ -600,6 +589,13 @@ fn scratch_pipe(scratch: &mut Option<(OwnedFd, OwnedFd)>) -> Option<&(OwnedFd, O
         *scratch = Some((r, w));
     }
     scratch.as_ref()
+}
+
+/// Write `bytes` to the log, if there is one, keeping the first error.
+fn write_log(log: Option<&mut File>, error: &mut Option<String>, bytes: &[u8]) {
+    if let Some(Err(e)) = log.map(|log| log.write_all(bytes)) {
+        error.get_or_insert_with(|| e.to_string());
+    }
 }
 
 /// Keep the first error writing the log.
