@@ -149,12 +149,7 @@ pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     check_root(root)?;
     check_host_etc(root)?;
     let source_meta = stat_source(source)?;
-    if !source_meta.is_file() {
-        return Err(PreflightError::Unsupported {
-            path: source.display().to_string(),
-            kind: kind_name(&source_meta),
-        });
-    }
+    check_file(source, &source_meta)?;
 
     let dest = HostFs::new(root)
         .locate(
@@ -433,7 +428,7 @@ fn missing_dir(base: &str, rel: &Path) -> PreflightError {
 mod tree;
 
 use tree::{
-    apply_dir_modes, check_absent, clean_stale_copies_in, copy_entries, io_error, kind_name,
+    apply_dir_modes, check_absent, check_file, clean_stale_copies_in, copy_entries, io_error, kind_name,
     overlay_entries, replace_file, scan_tree, source_error, stat_source, sync_dir,
 };
 

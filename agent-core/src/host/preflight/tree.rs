@@ -55,12 +55,6 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
         let rel = frame.rel.join(&name);
         let meta = stat_source(&source)?;
         let is_dir = meta.is_dir();
-        if !is_dir && !meta.is_file() {
-            return Err(PreflightError::Unsupported {
-                path: source.display().to_string(),
-                kind: kind_name(&meta),
-            });
-        }
         if is_dir {
             let id = (meta.dev(), meta.ino());
             if ancestors.contains(&id) {
@@ -73,6 +67,8 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
             };
             ancestors.push(id);
             stack.push(frame);
+        } else {
+            check_file(&source, &meta)?;
         }
         entries.push(Entry {
             rel,
@@ -259,12 +255,7 @@ pub(super) fn replace_file(source: &Path, dest: &Located, mode: u32) -> Result<(
         .open(source)
         .map_err(|e| source_error(source, e))?;
     let meta = input.metadata().map_err(|e| source_error(source, e))?;
-    if !meta.is_file() {
-        return Err(PreflightError::Unsupported {
-            path: source.display().to_string(),
-            kind: kind_name(&meta),
-        });
-    }
+    check_file(source, &meta)?;
 
     let target = dest.name.as_deref().expect("a file destination has a name");
     let write_error = io_error("writing", host);
@@ -316,6 +307,18 @@ pub(super) fn io_error<E: Into<io::Error>>(
         path,
         source: source.into(),
     }
+}
+
+/// Only regular files and directories are copied: `Unsupported` unless `meta` (of `path`) is
+/// a regular file.
+pub(super) fn check_file(path: &Path, meta: &fs::Metadata) -> Result<(), PreflightError> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(PreflightError::Unsupported {
+        path: path.display().to_string(),
+        kind: kind_name(meta),
+    })
 }
 
 /// What `meta` describes, for messages ("a fifo", ...).
