@@ -278,12 +278,11 @@ pub fn ensure_package_data(
         sync_dir(&dest.dir);
         Ok(())
     })();
-    if result.is_err() {
-        // Best effort: the error that matters is the one being returned.
-        let _ = hostfs::remove_tree_at(&dest.dir, &temp);
-    }
     if result.is_ok() {
         tracing::info!(source = %data_dir.display(), destination = %host, "copied package data");
+    } else {
+        // Best effort: the error that matters is the one being returned.
+        let _ = hostfs::remove_tree_at(&dest.dir, &temp);
     }
     result
 }
@@ -410,14 +409,9 @@ fn join_real(root: &Path, components: &[OsString]) -> PathBuf {
 
 /// How the operator knows the path: host-absolute, without the ROOT mount.
 fn host_display(components: &[OsString]) -> String {
-    if components.is_empty() {
-        return "/".to_owned();
-    }
-    components.iter().fold(String::new(), |mut s, c| {
-        s.push('/');
-        s.push_str(&c.to_string_lossy());
-        s
-    })
+    join_real(Path::new("/"), components)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A directory this run created, gone when its mode was to be set.
