@@ -290,10 +290,11 @@ impl Relay {
                     Err(_) => break,
                 }
                 let woken = fds.last().and_then(PollFd::any).unwrap_or(false);
-                let ready: Vec<(usize, bool)> = open
+                let ready: Vec<usize> = open
                     .iter()
                     .zip(&fds)
-                    .map(|(&i, fd)| (i, fd.any().unwrap_or(true)))
+                    .filter(|(_, fd)| fd.any().unwrap_or(true))
+                    .map(|(&i, _)| i)
                     .collect();
                 (ready, woken)
             };
@@ -304,10 +305,7 @@ impl Relay {
                     _ => {}
                 }
             }
-            for (i, is_ready) in ready {
-                if !is_ready {
-                    continue;
-                }
+            for i in ready {
                 let before = self.streams[i].bytes;
                 if !self.pump_framed(i) {
                     self.streams[i].open = false;
