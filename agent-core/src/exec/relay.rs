@@ -128,11 +128,7 @@ impl Wake {
     /// Empty the wake pipe and say what the async side asked for.
     fn take(&self) -> u8 {
         let mut buf = [0u8; 64];
-        while let Ok(n) = nix::unistd::read(&self.fd, &mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
+        while nix::unistd::read(&self.fd, &mut buf).is_ok_and(|n| n > 0) {}
         self.state.load(Ordering::SeqCst)
     }
 }
@@ -644,12 +640,8 @@ fn prepare_log(log: &File) -> (bool, bool) {
 }
 
 fn set_append(file: &File, on: bool) -> nix::Result<()> {
-    let flags = OFlag::from_bits_truncate(fcntl::fcntl(file.as_fd(), FcntlArg::F_GETFL)?);
-    let flags = if on {
-        flags | OFlag::O_APPEND
-    } else {
-        flags - OFlag::O_APPEND
-    };
+    let mut flags = OFlag::from_bits_truncate(fcntl::fcntl(file.as_fd(), FcntlArg::F_GETFL)?);
+    flags.set(OFlag::O_APPEND, on);
     fcntl::fcntl(file.as_fd(), FcntlArg::F_SETFL(flags)).map(drop)
 }
 
