@@ -240,13 +240,7 @@ pub fn ensure_package_data(
     let data = scan_tree(data_dir)?;
     let node = match fs::metadata(node_files) {
         Ok(meta) if meta.is_dir() => scan_tree(node_files)?,
-        Ok(meta) => {
-            return Err(PreflightError::Other(format!(
-                "node files {} is {}, not a directory",
-                node_files.display(),
-                kind_name(&meta)
-            )));
-        }
+        Ok(meta) => return Err(not_a_dir(format!("node files {}", node_files.display()), &meta)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(source_error(node_files, e)),
     };
@@ -312,12 +306,7 @@ pub fn overlay_root_dir(root: &Path, copy_dir: &Path) -> Result<(), PreflightErr
     let source = join_real(root, &components);
     match fs::metadata(&source) {
         Ok(meta) if meta.is_dir() => {}
-        Ok(meta) => {
-            return Err(PreflightError::Other(format!(
-                "{host} is {}, not a directory",
-                kind_name(&meta)
-            )));
-        }
+        Ok(meta) => return Err(not_a_dir(&host, &meta)),
         Err(e) => return check_absent(&source, &host, e),
     }
     let entries = scan_tree(&source)?;
@@ -385,13 +374,14 @@ pub(crate) fn check_config_file(configmaps_dir: &Path, entry: &str) -> Result<()
 fn check_root(root: &Path) -> Result<(), PreflightError> {
     match fs::metadata(root) {
         Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(meta) => Err(PreflightError::Other(format!(
-            "host root {} is {}, not a directory",
-            root.display(),
-            kind_name(&meta)
-        ))),
+        Ok(meta) => Err(not_a_dir(format!("host root {}", root.display()), &meta)),
         Err(e) => Err(io_error("inspecting host root", root.display())(e)),
     }
+}
+
+/// `<what> is <kind>, not a directory`, `meta` saying what it is.
+fn not_a_dir(what: impl std::fmt::Display, meta: &fs::Metadata) -> PreflightError {
+    PreflightError::Other(format!("{what} is {}, not a directory", kind_name(meta)))
 }
 
 /// The lexically cleaned components of a host-absolute path (`..` may not climb above `/`).
