@@ -53,9 +53,7 @@ pub(crate) fn wait_exited(pid: i32) -> io::Result<Usage> {
     loop {
         match waitid(pid, libc::WEXITED | libc::WNOWAIT) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Ok(None) => return Err(io::Error::from_raw_os_error(libc::ECHILD)),
-            Ok(Some(accounted)) => return Ok(accounted),
-            Err(e) => return Err(e),
+            r => return r?.ok_or_else(|| io::Error::from_raw_os_error(libc::ECHILD)),
         }
     }
 }
