@@ -39,8 +39,7 @@ impl ExecImage {
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "contains a NUL byte"))
         };
         let program = spec.program.as_os_str().as_bytes();
-        let searches_path = !program.contains(&b'/');
-        let candidates = if !searches_path {
+        let candidates = if program.contains(&b'/') {
             vec![c(program)?]
         } else if program.is_empty() {
             Vec::new()
@@ -55,12 +54,8 @@ impl ExecImage {
                 .map(|dir| {
                     // An empty entry is the current directory, as for execvp.
                     let dir = if dir.is_empty() { b".".as_slice() } else { dir };
-                    let mut file = dir.to_vec();
-                    if !file.ends_with(b"/") {
-                        file.push(b'/');
-                    }
-                    file.extend_from_slice(program);
-                    c(&file)
+                    let slash = if dir.ends_with(b"/") { "" } else { "/" };
+                    c(&[dir, slash.as_bytes(), program].concat())
                 })
                 .collect::<io::Result<_>>()?
         };
@@ -70,12 +65,7 @@ impl ExecImage {
         let envp_strings: Vec<CString> = spec
             .env
             .iter()
-            .map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                c(&kv)
-            })
+            .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
             .collect::<io::Result<_>>()?;
         let pointers = |strings: &[CString]| {
             strings

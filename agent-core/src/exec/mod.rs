@@ -53,7 +53,7 @@ pub trait Sink: Send + Sync {
 ///
 /// SPEC §10: once the reader has gone (`EPIPE`, e.g. `agent … | head -1`), the stream is
 /// closed for good: nothing more is written to it and the agent carries on with its work.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct FdSink {
     /// `None`: the stream could not be duplicated (it was not open when the agent started).
     fd: Option<OwnedFd>,
@@ -73,13 +73,7 @@ impl FdSink {
     /// open stream, owned by the sink. A descriptor that cannot be duplicated (not open)
     /// gives a sink whose writes fail as writes to it would.
     pub(crate) fn duplicate(fd: BorrowedFd<'_>) -> Self {
-        match fd.try_clone_to_owned() {
-            Ok(fd) => Self::new(fd),
-            Err(_) => Self {
-                fd: None,
-                closed: AtomicBool::new(false),
-            },
-        }
+        fd.try_clone_to_owned().map_or_else(|_| Self::default(), Self::new)
     }
 
     /// Whether the reader went away (a write failed with `EPIPE`).
@@ -179,14 +173,11 @@ impl LineState {
             return;
         }
         let mut open = self.lock();
-        if *open {
-            let mut framed = Vec::with_capacity(text.len() + 1);
-            framed.push(b'\n');
-            framed.extend_from_slice(text);
-            let _ = sink.write_all(&framed);
+        let _ = if *open {
+            sink.write_all(&[b"\n", text].concat())
         } else {
-            let _ = sink.write_all(text);
-        }
+            sink.write_all(text)
+        };
         *open = false;
     }
 }
@@ -334,12 +325,9 @@ pub(crate) async fn with_heartbeat<F: std::future::Future>(
 
 impl std::fmt::Display for Termination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Termination::Exited(c) => write!(f, "exit code {c}"),
-            Termination::Signalled(s) => match Signal::try_from(*s) {
-                Ok(sig) => write!(f, "signal {}", sig.as_str()),
-                Err(_) => write!(f, "signal {s}"),
-            },
+        match (self.exit_code(), self.signal()) {
+            (Some(c), _) => write!(f, "exit code {c}"),
+            (None, s) => write!(f, "signal {}", s.unwrap_or_default()),
         }
     }
 }
@@ -499,10 +487,7 @@ impl ProcessRunner {
         program: &str,
         stdio: [BorrowedFd<'_>; 3],
     ) -> Result<i32, ExecError> {
-        let spawn_err = |source: io::Error| ExecError::Spawn {
-            program: program.to_owned(),
-            source,
-        };
+        let spawn_err = spawn_error(program);
         let image = image::ExecImage::new(spec).map_err(spawn_err)?;
         let record = self.recorder.as_ref().map(|recorder| {
             // The whole command line: which of a kind's operations (`nvidia-smi -i 3`) runs.
@@ -531,6 +516,14 @@ impl ProcessRunner {
     }
 }
 
+/// `ExecError::Spawn` of `program`, for `map_err`.
+fn spawn_error(program: &str) -> impl Fn(io::Error) -> ExecError + Copy + '_ {
+    move |source| ExecError::Spawn {
+        program: program.to_owned(),
+        source,
+    }
+}
+
 /// `/dev/null`, the stdin of every operation (SPEC §8.4), opened once.
 fn dev_null() -> io::Result<BorrowedFd<'static>> {
     static DEV_NULL: OnceLock<OwnedFd> = OnceLock::new();
@@ -552,14 +545,8 @@ fn start_relay(
 ) -> tokio::task::JoinHandle<relay::Relayed> {
     let relay = relay::Relay::new(
         vec![
-            (
-                out_r,
-                relay::Destination::new(output.stdout.clone(), output.stdout_line.clone()),
-            ),
-            (
-                err_r,
-                relay::Destination::new(output.stderr.clone(), output.stderr_line.clone()),
-            ),
+            (out_r, output.stdout.clone(), output.stdout_line.clone()),
+            (err_r, output.stderr.clone(), output.stderr_line.clone()),
         ],
         log,
         wake,
@@ -613,10 +600,7 @@ impl Runner for ProcessRunner {
         log: Option<&mut File>,
     ) -> Result<Outcome, ExecError> {
         let program = spec.program.display().to_string();
-        let spawn_err = |source: io::Error| ExecError::Spawn {
-            program: program.clone(),
-            source,
-        };
+        let spawn_err = spawn_error(&program);
         // Our own pipes: the relay thread owns the read ends (see `relay`), and they get a
         // larger buffer before the child writes anything.
         let (out_r, out_w) = output_pipe().map_err(spawn_err)?;
@@ -638,14 +622,10 @@ impl Runner for ProcessRunner {
         phases::end_without(Phase::Spawn, spawning, recording.get());
         let waiting = phases::start();
         // The relay writes the log through its own handle on the same open file.
-        let mut log_error: Option<String> = None;
-        let log = log.and_then(|file| match file.try_clone() {
-            Ok(dup) => Some(dup),
-            Err(e) => {
-                log_error = Some(e.to_string());
-                None
-            }
-        });
+        let (log, log_error) = match log.map(|file| file.try_clone()).transpose() {
+            Ok(log) => (log, None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         let mut relay = Some(start_relay(&cfg.output, [out_r, err_r], log, wake));
         // What the kernel accounts to the process, read once it has exited and before the
         // async side reaps it (see `usage`).
@@ -685,11 +665,12 @@ impl Runner for ProcessRunner {
             tokio::select! {
                 r = join(&mut relay), if relay.is_some() => {
                     relay = None;
-                    relayed = Some(r);
+                    // A panic in the relay is a bug: propagate it.
+                    relayed = Some(r.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())));
                 }
-                r = join_exit(&mut exit_wait), if status.is_none() => {
+                r = join(&mut exit_wait), if status.is_none() => {
                     exit_wait = None;
-                    accounted = r;
+                    accounted = r.ok().and_then(Result::ok);
                     // It has exited (or its figures could not be read, and then it is
                     // waited for here): reaping it does not hold the runtime.
                     let st = usage::reap(pid).map_err(|source| ExecError::Wait { program: program.clone(), source })?;
@@ -766,11 +747,11 @@ impl Runner for ProcessRunner {
             timed_out,
             cancelled,
             log_error: log_error.or(relayed.log_error),
-            usage: usage::Usage::new(
-                accounted.unwrap_or_default(),
-                relayed.bytes.first().copied().unwrap_or(0),
-                relayed.bytes.get(1).copied().unwrap_or(0),
-            ),
+            usage: usage::Usage {
+                stdout_bytes: relayed.bytes.first().copied().unwrap_or(0),
+                stderr_bytes: relayed.bytes.get(1).copied().unwrap_or(0),
+                ..accounted.unwrap_or_default()
+            },
             tail: relayed.tail.into_vec(),
         })
     }
@@ -789,24 +770,12 @@ fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
-/// The relay's result once it finished (a panic in it is a bug: propagate it).
-async fn join(relay: &mut Option<tokio::task::JoinHandle<relay::Relayed>>) -> relay::Relayed {
-    match relay.as_mut() {
-        Some(handle) => match handle.await {
-            Ok(relayed) => relayed,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        },
-        None => std::future::pending().await,
-    }
-}
-
-/// What the kernel accounted to the exited process; `None` if it could not be read (the
-/// process is then reaped and judged as usual, with no figures).
-async fn join_exit(
-    wait: &mut Option<tokio::task::JoinHandle<io::Result<usage::Accounted>>>,
-) -> Option<usage::Accounted> {
-    match wait.as_mut() {
-        Some(handle) => handle.await.ok().and_then(Result::ok),
+/// The result of a blocking task once it finished (the relay, the wait for the exit).
+async fn join<T>(
+    task: &mut Option<tokio::task::JoinHandle<T>>,
+) -> Result<T, tokio::task::JoinError> {
+    match task.as_mut() {
+        Some(handle) => handle.await,
         None => std::future::pending().await,
     }
 }

@@ -18,12 +18,13 @@ pub(crate) enum Subject<'a> {
     Command { id: &'a str, command: &'a str },
 }
 
-impl Subject<'_> {
-    /// `step` or `operation`: the first word of its records.
-    fn noun(self) -> &'static str {
+impl<'a> Subject<'a> {
+    /// `(noun, [mode, path, operation, command])`: `step` or `operation`, the first word of its
+    /// records, then the fields that name it, `None` left out.
+    fn fields(self) -> (&'static str, [Option<&'a str>; 4]) {
         match self {
-            Subject::Step { .. } => "step",
-            Subject::Command { .. } => "operation",
+            Subject::Step { mode, path } => ("step", [Some(mode), Some(path), None, None]),
+            Subject::Command { id, command } => ("operation", [None, None, Some(id), Some(command)]),
         }
     }
 }
@@ -37,8 +38,7 @@ pub(crate) async fn supervise(
     heartbeat: Duration,
     subject: Subject<'_>,
 ) -> Result<Outcome, ExecError> {
-    let noun = subject.noun();
-    let (mode, path, operation, command) = fields(subject);
+    let (noun, [mode, path, operation, command]) = subject.fields();
     info!(mode, path, operation, command, "{noun} started");
     let beat = |elapsed: Duration| {
         info!(
@@ -56,8 +56,7 @@ pub(crate) async fn supervise(
 /// The operation's result line, `<noun> finished`: how it ended (`result`, and `exit_code`
 /// or `signal`), what it used, and whether it `succeeded` (judged by its caller).
 pub(crate) fn finished(subject: Subject<'_>, outcome: &Outcome, succeeded: bool) {
-    let noun = subject.noun();
-    let (mode, path, operation, command) = fields(subject);
+    let (noun, [mode, path, operation, command]) = subject.fields();
     let usage = &outcome.usage;
     info!(
         mode,
@@ -76,12 +75,4 @@ pub(crate) fn finished(subject: Subject<'_>, outcome: &Outcome, succeeded: bool)
         decision = if succeeded { "succeeded" } else { "failed" },
         "{noun} finished"
     );
-}
-
-/// `(mode, path, operation, command)`: the fields that name `subject`, `None` left out.
-fn fields(subject: Subject<'_>) -> (Option<&str>, Option<&str>, Option<&str>, Option<&str>) {
-    match subject {
-        Subject::Step { mode, path } => (Some(mode), Some(path), None, None),
-        Subject::Command { id, command } => (None, None, Some(id), Some(command)),
-    }
 }

@@ -128,24 +128,8 @@ impl Wake {
     /// Empty the wake pipe and say what the async side asked for.
     fn take(&self) -> u8 {
         let mut buf = [0u8; 64];
-        while let Ok(n) = nix::unistd::read(&self.fd, &mut buf) {
-            if n == 0 {
-                break;
-            }
-        }
+        while nix::unistd::read(&self.fd, &mut buf).is_ok_and(|n| n > 0) {}
         self.state.load(Ordering::SeqCst)
-    }
-}
-
-/// One of the agent's streams as the relay writes it: the sink and its line state.
-pub struct Destination {
-    sink: Arc<dyn Sink>,
-    line: Arc<LineState>,
-}
-
-impl Destination {
-    pub fn new(sink: Arc<dyn Sink>, line: Arc<LineState>) -> Self {
-        Self { sink, line }
     }
 }
 
@@ -219,17 +203,18 @@ pub(crate) fn grow_pipe(fd: BorrowedFd<'_>) {
 
 impl Relay {
     /// `pipes`: the read ends of the child's stdout and stderr with the agent's streams they
-    /// go to. `log`: the operation's log file (a duplicate of the caller's handle). `wake`:
+    /// go to (the sink and its line state). `log`: the operation's log file (a duplicate of the caller's handle). `wake`:
     /// what the async side says through the [`Drain`] of the same pair.
     pub fn new(
-        pipes: Vec<(OwnedFd, Destination)>,
+        pipes: Vec<(OwnedFd, Arc<dyn Sink>, Arc<LineState>)>,
         log: Option<File>,
         wake: Wake,
         policy: DrainPolicy,
     ) -> Self {
+        let (log_append, log_splice) = log.as_ref().map_or((false, false), prepare_log);
         let streams = pipes
             .into_iter()
-            .map(|(pipe, Destination { sink, line })| {
+            .map(|(pipe, sink, line)| {
                 let path = sink.fd().map_or(Path::Copy, path_for);
                 if path == Path::Tee {
                     if let Some(f) = sink.fd() {
@@ -247,24 +232,19 @@ impl Relay {
                 }
             })
             .collect();
-        let mut relay = Self {
+        Self {
             streams,
             wake,
             policy,
-            log: None,
-            log_append: false,
-            log_splice: false,
+            log,
+            log_append,
+            log_splice,
             log_error: None,
             tail: Tail::new(TAIL_BYTES),
             buf: vec![0u8; COPY_BUFFER],
             null: None,
             scratch: None,
-        };
-        if let Some(file) = log {
-            (relay.log_append, relay.log_splice) = prepare_log(&file);
-            relay.log = Some(file);
         }
-        relay
     }
 
     /// Relay until both pipes reach end-of-file, or until the [`Drain`] ends it: at once, or
@@ -283,19 +263,13 @@ impl Relay {
             if open.is_empty() {
                 break;
             }
-            let timeout = match (stop_by, exited) {
-                (Some(by), _) => match by.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => poll_timeout(left),
-                    _ => break,
-                },
-                (None, None) => PollTimeout::NONE,
-                (None, Some(at)) => {
-                    let end = (last_data.max(at) + self.policy.idle).min(at + self.policy.limit);
-                    match end.checked_duration_since(Instant::now()) {
-                        Some(left) if !left.is_zero() => poll_timeout(left),
-                        _ => break,
-                    }
-                }
+            let end = stop_by.or(exited.map(|at| {
+                (last_data.max(at) + self.policy.idle).min(at + self.policy.limit)
+            }));
+            let timeout = match end.map(|end| end.checked_duration_since(Instant::now())) {
+                None => PollTimeout::NONE,
+                Some(Some(left)) if !left.is_zero() => poll_timeout(left),
+                Some(_) => break,
             };
             let (ready, woken) = {
                 let mut fds: Vec<PollFd<'_>> = open
@@ -312,10 +286,11 @@ impl Relay {
                     Err(_) => break,
                 }
                 let woken = fds.last().and_then(PollFd::any).unwrap_or(false);
-                let ready: Vec<(usize, bool)> = open
+                let ready: Vec<usize> = open
                     .iter()
                     .zip(&fds)
-                    .map(|(&i, fd)| (i, fd.any().unwrap_or(true)))
+                    .filter(|(_, fd)| fd.any().unwrap_or(true))
+                    .map(|(&i, _)| i)
                     .collect();
                 (ready, woken)
             };
@@ -326,10 +301,7 @@ impl Relay {
                     _ => {}
                 }
             }
-            for (i, is_ready) in ready {
-                if !is_ready {
-                    continue;
-                }
+            for i in ready {
                 let before = self.streams[i].bytes;
                 if !self.pump_framed(i) {
                     self.streams[i].open = false;
@@ -339,10 +311,8 @@ impl Relay {
                 }
             }
         }
-        if self.log_append {
-            if let Some(log) = &self.log {
-                let _ = set_append(log, true);
-            }
+        if let (true, Some(log)) = (self.log_append, &self.log) {
+            let _ = set_append(log, true);
         }
         Relayed {
             bytes: self.streams.iter().map(|s| s.bytes).collect(),
@@ -357,29 +327,25 @@ impl Relay {
         }
     }
 
-    /// [`Relay::pump`] under the stream's line lock, so that agent text written to the same
-    /// stream (a log record) comes before or after the chunk, and knows whether the chunk
-    /// ended its line (SPEC §8.4 line framing).
+    /// Move one chunk of stream `i`; `false` at end-of-file (or an unreadable pipe). Under the
+    /// stream's line lock, so that agent text written to the same stream (a log record) comes
+    /// before or after the chunk, and knows whether the chunk ended its line (SPEC §8.4 line
+    /// framing).
     fn pump_framed(&mut self, i: usize) -> bool {
         let line = self.streams[i].line.clone();
         let mut open = line.lock();
         let before = self.streams[i].bytes;
-        let more = self.pump(i);
+        let more = match self.streams[i].path {
+            Path::Tee => self.tee_chunk(i),
+            Path::Splice => self.splice_chunk(i),
+            Path::Copy => self.copy_chunk(i),
+        };
         if self.streams[i].bytes != before {
             if let Some(last) = self.streams[i].last {
                 *open = last != b'\n';
             }
         }
         more
-    }
-
-    /// Move one chunk of stream `i`. `false` at end-of-file (or an unreadable pipe).
-    fn pump(&mut self, i: usize) -> bool {
-        match self.streams[i].path {
-            Path::Tee => self.tee_chunk(i),
-            Path::Splice => self.splice_chunk(i),
-            Path::Copy => self.copy_chunk(i),
-        }
     }
 
     /// `read` + `write`: the path for small chunks and for streams the kernel cannot splice
@@ -406,11 +372,7 @@ impl Relay {
             let _ = self.streams[i].sink.write_all(bytes);
         }
         self.tail.push(bytes);
-        if let Some(log) = self.log.as_mut() {
-            if let Err(e) = log.write_all(bytes) {
-                self.log_error.get_or_insert_with(|| e.to_string());
-            }
-        }
+        write_log(self.log.as_mut(), &mut self.log_error, bytes);
     }
 
     /// The stream is a pipe: duplicate what is buffered into it, then consume it into the log.
@@ -553,14 +515,7 @@ impl Relay {
                         if read_exact(scratch_r, &mut self.buf[..n]).is_err() {
                             break;
                         }
-                        if let Err(e) = self
-                            .log
-                            .as_mut()
-                            .expect("checked above")
-                            .write_all(&self.buf[..n])
-                        {
-                            self.log_error.get_or_insert_with(|| e.to_string());
-                        }
+                        write_log(self.log.as_mut(), &mut self.log_error, &self.buf[..n]);
                         left -= n;
                     }
                     drop_bytes(scratch_r, left, null_fd(&mut self.null), &mut self.buf);
@@ -630,6 +585,13 @@ fn scratch_pipe(scratch: &mut Option<(OwnedFd, OwnedFd)>) -> Option<&(OwnedFd, O
     scratch.as_ref()
 }
 
+/// Write `bytes` to the log, if there is one, keeping the first error.
+fn write_log(log: Option<&mut File>, error: &mut Option<String>, bytes: &[u8]) {
+    if let Some(Err(e)) = log.map(|log| log.write_all(bytes)) {
+        error.get_or_insert_with(|| e.to_string());
+    }
+}
+
 /// Keep the first error writing the log.
 fn note_log_error(slot: &mut Option<String>, e: Option<Errno>) {
     let e = e.map_or_else(
@@ -678,12 +640,8 @@ fn prepare_log(log: &File) -> (bool, bool) {
 }
 
 fn set_append(file: &File, on: bool) -> nix::Result<()> {
-    let flags = OFlag::from_bits_truncate(fcntl::fcntl(file.as_fd(), FcntlArg::F_GETFL)?);
-    let flags = if on {
-        flags | OFlag::O_APPEND
-    } else {
-        flags - OFlag::O_APPEND
-    };
+    let mut flags = OFlag::from_bits_truncate(fcntl::fcntl(file.as_fd(), FcntlArg::F_GETFL)?);
+    flags.set(OFlag::O_APPEND, on);
     fcntl::fcntl(file.as_fd(), FcntlArg::F_SETFL(flags)).map(drop)
 }
 

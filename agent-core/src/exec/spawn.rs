@@ -60,10 +60,9 @@ pub(super) fn spawn(
     before_exec: Option<&dyn Fn(i32)>,
 ) -> io::Result<i32> {
     let (error_r, error_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    let release = match before_exec {
-        Some(_) => Some(nix::unistd::pipe2(OFlag::O_CLOEXEC)?),
-        None => None,
-    };
+    let release = before_exec
+        .map(|_| nix::unistd::pipe2(OFlag::O_CLOEXEC))
+        .transpose()?;
     let stack = Stack::take()?;
     let args = ChildArgs {
         image,

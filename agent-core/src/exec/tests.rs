@@ -365,8 +365,12 @@ fn the_relay_of_a_leftover_that_never_stops_writing_has_an_upper_bound() {
         idle: Duration::from_millis(300),
         limit: Duration::from_millis(800),
     };
-    let stream = relay::Destination::new(sink.clone(), Arc::new(LineState::default()));
-    let relay = relay::Relay::new(vec![(r, stream)], None, wake, policy);
+    let relay = relay::Relay::new(
+        vec![(r, sink.clone(), Arc::new(LineState::default()))],
+        None,
+        wake,
+        policy,
+    );
     let writing = Arc::new(AtomicBool::new(true));
     let writer = {
         let writing = writing.clone();
@@ -400,11 +404,13 @@ fn the_relay_of_an_idle_leftover_ends_after_the_idle_time() {
         idle: Duration::from_millis(300),
         limit: Duration::from_secs(30),
     };
-    let stream = relay::Destination::new(
-        Arc::new(MemorySink::default()),
-        Arc::new(LineState::default()),
+    let sink: Arc<dyn Sink> = Arc::new(MemorySink::default());
+    let relay = relay::Relay::new(
+        vec![(r, sink, Arc::new(LineState::default()))],
+        None,
+        wake,
+        policy,
     );
-    let relay = relay::Relay::new(vec![(r, stream)], None, wake, policy);
     let relaying = std::thread::spawn(move || relay.run());
     let exited = Instant::now();
     drain.main_exited();

@@ -46,42 +46,20 @@ impl Usage {
     }
 }
 
-/// The kernel's part of [`Usage`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Accounted {
-    pub user_cpu_us: u64,
-    pub system_cpu_us: u64,
-    pub max_rss_bytes: u64,
-}
-
-impl Usage {
-    /// The kernel's figures with the relay's byte counts.
-    pub fn new(accounted: Accounted, stdout_bytes: u64, stderr_bytes: u64) -> Self {
-        Self {
-            user_cpu_us: accounted.user_cpu_us,
-            system_cpu_us: accounted.system_cpu_us,
-            max_rss_bytes: accounted.max_rss_bytes,
-            stdout_bytes,
-            stderr_bytes,
-        }
-    }
-}
-
 /// Block until the child `pid` has exited, leaving it to be reaped, and return what the kernel
-/// accounted to it. `ECHILD` once someone else reaped it.
-pub(crate) fn wait_exited(pid: i32) -> io::Result<Accounted> {
+/// accounted to it (the byte counts, the relay's, left zero). `ECHILD` once someone else
+/// reaped it.
+pub(crate) fn wait_exited(pid: i32) -> io::Result<Usage> {
     loop {
         match waitid(pid, libc::WEXITED | libc::WNOWAIT) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Ok(None) => return Err(io::Error::from_raw_os_error(libc::ECHILD)),
-            Ok(Some(accounted)) => return Ok(accounted),
-            Err(e) => return Err(e),
+            r => return r?.ok_or_else(|| io::Error::from_raw_os_error(libc::ECHILD)),
         }
     }
 }
 
 /// [`wait_exited`] without blocking: `None` while the child still runs.
-pub(crate) fn exited_now(pid: i32) -> Option<Accounted> {
+pub(crate) fn exited_now(pid: i32) -> Option<Usage> {
     waitid(pid, libc::WEXITED | libc::WNOWAIT | libc::WNOHANG)
         .ok()
         .flatten()
@@ -105,7 +83,7 @@ pub fn reap(pid: i32) -> io::Result<i32> {
 
 /// The raw `waitid` system call, which (unlike the libc wrapper) fills a `struct rusage`.
 /// `Ok(None)`: `WNOHANG` and the child has not exited.
-fn waitid(pid: i32, options: libc::c_int) -> io::Result<Option<Accounted>> {
+fn waitid(pid: i32, options: libc::c_int) -> io::Result<Option<Usage>> {
     let Ok(id) = libc::id_t::try_from(pid) else {
         return Err(io::Error::from_raw_os_error(libc::ECHILD));
     };
@@ -131,13 +109,14 @@ fn waitid(pid: i32, options: libc::c_int) -> io::Result<Option<Accounted>> {
     if unsafe { info.si_pid() } == 0 {
         return Ok(None);
     }
-    Ok(Some(Accounted {
+    Ok(Some(Usage {
         user_cpu_us: micros(ru.ru_utime),
         system_cpu_us: micros(ru.ru_stime),
         // Linux reports ru_maxrss in KiB.
         max_rss_bytes: u64::try_from(ru.ru_maxrss)
             .unwrap_or(0)
             .saturating_mul(1024),
+        ..Usage::default()
     }))
 }
 

@@ -1,6 +1,5 @@
 //! The legacy startup banner (SPEC §3): operators and e2e tests parse it, so it is byte-exact.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::host::identity::ResourceId;
@@ -23,50 +22,32 @@ const fn py_bool(b: bool) -> &'static str {
 /// The banner, every line ending in `\n`. Directory lines use the resource ID's names
 /// (SPEC §8: they can differ from config.json's).
 pub fn render(inv: &Invocation<'_>, rt: &Runtime, rid: &ResourceId) -> String {
-    let mut s = String::with_capacity(768);
+    let (package, version) = (&rid.package, &rid.version);
     // The section titles are Python's `str.center(20, "-")` of the legacy agent.
-    let _ = writeln!(s, "--------------------");
-    let _ = writeln!(s, "-CLI CONFIGURATION--");
-    let _ = writeln!(s, "mode: {}", inv.mode);
-    let _ = writeln!(s, "root_mount: {}", inv.root_mount.display());
-    let _ = writeln!(s, "copy_dir: {}", inv.copy_dir.display());
-    let _ = writeln!(
-        s,
-        "interrupt_data: {}",
-        inv.interrupt_data.unwrap_or("None")
-    );
-    let _ = writeln!(s, "always_run_step: {}", py_bool(rt.always_run_step));
-    let _ = writeln!(s, "-ENV CONFIGURATION--");
-    let _ = writeln!(s, "COPY_RESOLV: {}", py_bool(rt.copy_resolv));
-    let _ = writeln!(
-        s,
-        "OVERLAY_ALWAYS_RUN_STEP: {}",
-        py_bool(rt.always_run_step)
-    );
-    let _ = writeln!(s, "SKYHOOK_RESOURCE_ID: {}", rt.resource_id);
-    let _ = writeln!(s, "SKYHOOK_DATA_DIR: {}", rt.data_dir.display());
-    let _ = writeln!(s, "SKYHOOK_ROOT_DIR: {}", rt.state_dir.display());
-    let _ = writeln!(s, "SKYHOOK_LOG_DIR: {}", rt.log_dir.display());
-    let _ = writeln!(s, "SKYHOOK_AGENT_BUFFER_LIMIT: {}", rt.buffer_limit);
-    let _ = writeln!(s, "SKYHOOK_AGENT_WRITE_LOGS: {}", py_bool(rt.write_logs));
-    let _ = writeln!(s, "Directory CONFIGURATION");
-    let _ = writeln!(
-        s,
-        "flag_dir: {}",
-        rt.package_flags_dir(&rid.package, &rid.version).display()
-    );
-    let _ = writeln!(
-        s,
-        "log_dir: {}",
-        rt.package_log_dir(&rid.package, &rid.version).display()
-    );
-    let _ = writeln!(
-        s,
-        "history_file: {}",
-        rt.history_file(&rid.package).display()
-    );
-    let _ = writeln!(s, "--------------------");
-    s
+    let lines = [
+        "--------------------".to_owned(),
+        "-CLI CONFIGURATION--".to_owned(),
+        format!("mode: {}", inv.mode),
+        format!("root_mount: {}", inv.root_mount.display()),
+        format!("copy_dir: {}", inv.copy_dir.display()),
+        format!("interrupt_data: {}", inv.interrupt_data.unwrap_or("None")),
+        format!("always_run_step: {}", py_bool(rt.always_run_step)),
+        "-ENV CONFIGURATION--".to_owned(),
+        format!("COPY_RESOLV: {}", py_bool(rt.copy_resolv)),
+        format!("OVERLAY_ALWAYS_RUN_STEP: {}", py_bool(rt.always_run_step)),
+        format!("SKYHOOK_RESOURCE_ID: {}", rt.resource_id),
+        format!("SKYHOOK_DATA_DIR: {}", rt.data_dir.display()),
+        format!("SKYHOOK_ROOT_DIR: {}", rt.state_dir.display()),
+        format!("SKYHOOK_LOG_DIR: {}", rt.log_dir.display()),
+        format!("SKYHOOK_AGENT_BUFFER_LIMIT: {}", rt.buffer_limit),
+        format!("SKYHOOK_AGENT_WRITE_LOGS: {}", py_bool(rt.write_logs)),
+        "Directory CONFIGURATION".to_owned(),
+        format!("flag_dir: {}", rt.package_flags_dir(package, version).display()),
+        format!("log_dir: {}", rt.package_log_dir(package, version).display()),
+        format!("history_file: {}", rt.history_file(package).display()),
+        "--------------------".to_owned(),
+    ];
+    lines.map(|line| line + "\n").concat()
 }
 
 #[cfg(test)]

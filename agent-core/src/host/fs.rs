@@ -20,6 +20,7 @@ use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{self, UnlinkatFlags};
 
 use crate::host::errors::Chain;
+use crate::host::identity::NAME_MAX;
 
 /// Errors of rooted host I/O. Messages name the host path (ROOT-relative, as `/var/lib/...`).
 #[derive(Debug, thiserror::Error)]
@@ -88,8 +89,6 @@ pub(crate) const RECORD_BOUND: u64 = 16 << 20;
 const FILE_MODE: u32 = 0o600;
 /// SPEC §5: directories we create are 0755.
 pub(crate) const DIR_MODE: u32 = 0o755;
-/// Longest file name most Linux filesystems accept (`NAME_MAX`).
-const NAME_MAX: usize = 255;
 /// Temp files younger than this may belong to a writer that is still running (another agent
 /// pod of the same Skyhook shares STATE, and each pod has its own PID namespace, so the PID in
 /// the name cannot tell a live writer from a dead one).
@@ -137,6 +136,13 @@ struct Target {
     name: OsString,
     /// Host path of the target itself, for error messages.
     host: PathBuf,
+}
+
+impl Target {
+    /// `openat` of the target in its open directory `dir`, creating it 0600 if `flags` say so.
+    fn open_in(&self, dir: &OwnedFd, flags: OFlag) -> nix::Result<OwnedFd> {
+        fcntl::openat(dir, self.name.as_os_str(), flags, Mode::from_bits_truncate(FILE_MODE))
+    }
 }
 
 impl HostFs {
@@ -210,35 +216,22 @@ impl HostFs {
     ) -> Result<(), HostFsError> {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
-        Self::replace(&dir, &target, FILE_MODE, DirSync::Required, contents)
+        Self::replace(&dir, &target, FILE_MODE, DirSync::Required, |file| {
+            file.write_all(contents)
+        })
     }
 
-    /// Replace `target` in its open directory `dir` with `contents` through the one atomic
-    /// replace. `renameat` would replace a link rather than follow it, but SPEC §5 wants a
-    /// link at the destination reported, and a directory there cannot be replaced by a file.
+    /// Replace `target` in its open directory `dir` with what `write` writes, through the one
+    /// atomic replace. `renameat` would replace a link rather than follow it, but SPEC §5 wants
+    /// a link at the destination reported, and a directory there cannot be replaced by a file.
     fn replace(
-        dir: &OwnedFd,
-        target: &Target,
-        mode: u32,
-        sync: DirSync,
-        contents: &[u8],
-    ) -> Result<(), HostFsError> {
-        Self::replace_with(dir, target, mode, sync, |file| file.write_all(contents))
-    }
-
-    /// [`replace`](Self::replace) with contents written by `write`.
-    fn replace_with(
         dir: &OwnedFd,
         target: &Target,
         mode: u32,
         sync: DirSync,
         write: impl FnOnce(&mut File) -> std::io::Result<()>,
     ) -> Result<(), HostFsError> {
-        match entry_kind(dir, &target.name, &target.host)? {
-            None | Some(Kind::File) => {}
-            Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
-            Some(kind) => return Err(not_a_regular_file(&target.host, kind)),
-        }
+        is_regular_at(dir, &target.name, &target.host)?;
         replace_in(dir, &target.dir, &target.name, mode, sync, write)
     }
 
@@ -280,7 +273,7 @@ impl HostFs {
         let dir = self
             .walk(&target.dir, missing)?
             .ok_or_else(|| io_error("writing", &target.host, Errno::ENOENT))?;
-        Self::replace_with(&dir, &target, mode, DirSync::Never, write)
+        Self::replace(&dir, &target, mode, DirSync::Never, write)
     }
 
     /// Read a state file of at most `bound` bytes (`MARKER_BOUND`, `RECORD_BOUND`):
@@ -289,10 +282,9 @@ impl HostFs {
     /// `bound + 1` bytes are ever read, whatever the file's size.
     pub fn read(&self, host_path: &Path, bound: u64) -> Result<Option<Vec<u8>>, HostFsError> {
         let target = Self::split(host_path)?;
-        let Some(file) = self.open_file(host_path)? else {
-            return Ok(None);
-        };
-        read_bounded(file, bound, &target.host).map(Some)
+        self.open_file(host_path)?
+            .map(|file| read_bounded(file, bound, &target.host))
+            .transpose()
     }
 
     /// [`HostFs::read`] for a caller that parses the file as it reads it (a large state file
@@ -330,12 +322,7 @@ impl HostFs {
         let Some(dir) = self.walk_existing(&target.dir)? else {
             return Ok(false);
         };
-        match entry_kind(&dir, &target.name, &target.host)? {
-            None => Ok(false),
-            Some(Kind::File) => Ok(true),
-            Some(Kind::Symlink) => Err(symbolic_link(&target.host)),
-            Some(kind) => Err(not_a_regular_file(&target.host, kind)),
-        }
+        is_regular_at(&dir, &target.name, &target.host)
     }
 
     /// Remove a file if present; `Ok(false)` if it did not exist. A symbolic link or a
@@ -420,12 +407,7 @@ impl HostFs {
             | OFlag::O_EXCL
             | OFlag::O_NOFOLLOW
             | OFlag::O_CLOEXEC;
-        let fd = match fcntl::openat(
-            &dir,
-            target.name.as_os_str(),
-            flags,
-            Mode::from_bits_truncate(FILE_MODE),
-        ) {
+        let fd = match target.open_in(&dir, flags) {
             Ok(fd) => fd,
             Err(Errno::EEXIST) => {
                 // O_EXCL does not follow a link, so a planted link is reported as "exists";
@@ -448,22 +430,13 @@ impl HostFs {
         let target = Self::split(host_path)?;
         let dir = self.walk_create(&target.dir)?;
         // As for a read: a fifo or a device is refused from its type, never opened.
-        match entry_kind(&dir, &target.name, &target.host)? {
-            None | Some(Kind::File) => {}
-            Some(Kind::Symlink) => return Err(symbolic_link(&target.host)),
-            Some(kind) => return Err(not_a_regular_file(&target.host, kind)),
-        }
+        is_regular_at(&dir, &target.name, &target.host)?;
         let flags = OFlag::O_RDWR
             | OFlag::O_CREAT
             | OFlag::O_NOFOLLOW
             | OFlag::O_NONBLOCK
             | OFlag::O_CLOEXEC;
-        let fd = match fcntl::openat(
-            &dir,
-            target.name.as_os_str(),
-            flags,
-            Mode::from_bits_truncate(FILE_MODE),
-        ) {
+        let fd = match target.open_in(&dir, flags) {
             Ok(fd) => fd,
             Err(Errno::ELOOP) => return Err(symbolic_link(&target.host)),
             Err(errno) => return Err(io_error("opening", &target.host, errno)),
@@ -604,15 +577,23 @@ pub(crate) fn kind_name(mode: u32) -> &'static str {
     }
 }
 
+/// Whether `name` in `dir` is a regular file (`false`: nothing is there); a symbolic link or
+/// anything else there is refused (`SymbolicLink`, `NotARegularFile`).
+fn is_regular_at(dir: &OwnedFd, name: &OsStr, host: &Path) -> Result<bool, HostFsError> {
+    match entry_kind(dir, name, host)? {
+        None => Ok(false),
+        Some(Kind::File) => Ok(true),
+        Some(Kind::Symlink) => Err(symbolic_link(host)),
+        Some(kind) => Err(not_a_regular_file(host, kind)),
+    }
+}
+
 /// Open the regular file `name` in `dir` for reading; `None` if absent. Its type is checked
 /// before it is opened (a fifo would block the open, a device may act on it) and again on
 /// the descriptor (it may have been swapped in between).
 fn open_regular_at(dir: &OwnedFd, name: &OsStr, host: &Path) -> Result<Option<File>, HostFsError> {
-    match entry_kind(dir, name, host)? {
-        None => return Ok(None),
-        Some(Kind::File) => {}
-        Some(Kind::Symlink) => return Err(symbolic_link(host)),
-        Some(kind) => return Err(not_a_regular_file(host, kind)),
+    if !is_regular_at(dir, name, host)? {
+        return Ok(None);
     }
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     let fd = match fcntl::openat(dir, name, flags, Mode::empty()) {

@@ -11,11 +11,11 @@
 //! own container instead); COPY_DIR, which the rest of the run uses through its path in the
 //! agent's view, through relative links only ([`Links::Relative`]).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::host::fs::{self as hostfs, HostFs, HostFsError, Links, Located, Missing};
 use crate::host::identity::{IdentityError, ResourceId};
@@ -119,14 +119,11 @@ pub fn validate(
         source,
     })?;
     check_root(root)?;
-    if host_components(&cleaned)?.is_empty() {
-        return Err(PreflightError::CopyDirIsRoot(
-            copy_dir.display().to_string(),
-        ));
-    }
-    // A link along COPY_DIR may lead back to ROOT itself: copying or overlaying there would
-    // write the package over the host's top directory.
-    if locate_package_dir(root, &cleaned, Missing::Stop)?.is_some_and(|dir| dir.name.is_none()) {
+    // COPY_DIR is `/`, or a link along it leads back to ROOT itself: copying or overlaying
+    // there would write the package over the host's top directory.
+    if host_components(&cleaned)?.is_empty()
+        || locate_package_dir(root, &cleaned, Missing::Stop)?.is_some_and(|dir| dir.name.is_none())
+    {
         return Err(PreflightError::CopyDirIsRoot(
             copy_dir.display().to_string(),
         ));
@@ -152,12 +149,7 @@ pub fn copy_resolv(root: &Path, source: &Path) -> Result<(), PreflightError> {
     check_root(root)?;
     check_host_etc(root)?;
     let source_meta = stat_source(source)?;
-    if !source_meta.is_file() {
-        return Err(PreflightError::Unsupported {
-            path: source.display().to_string(),
-            kind: kind_name(&source_meta),
-        });
-    }
+    check_file(source, &source_meta)?;
 
     let dest = HostFs::new(root)
         .locate(
@@ -208,14 +200,12 @@ pub fn ensure_package_data(
     node_files: &Path,
 ) -> Result<(), PreflightError> {
     check_root(root)?;
+    let is_root = || PreflightError::CopyDirIsRoot(copy_dir.display().to_string());
     let components = host_components(copy_dir)?;
     if components.is_empty() {
-        return Err(PreflightError::CopyDirIsRoot(
-            copy_dir.display().to_string(),
-        ));
+        return Err(is_root());
     }
     let host = host_display(&components);
-    let is_root = || PreflightError::CopyDirIsRoot(copy_dir.display().to_string());
     if let Some(found) = locate_package_dir(root, Path::new(&host), Missing::Stop)? {
         match found.kind_name() {
             _ if found.name.is_none() => return Err(is_root()),
@@ -250,13 +240,7 @@ pub fn ensure_package_data(
     let data = scan_tree(data_dir)?;
     let node = match fs::metadata(node_files) {
         Ok(meta) if meta.is_dir() => scan_tree(node_files)?,
-        Ok(meta) => {
-            return Err(PreflightError::Other(format!(
-                "node files {} is {}, not a directory",
-                node_files.display(),
-                kind_name(&meta)
-            )));
-        }
+        Ok(meta) => return Err(not_a_dir(format!("node files {}", node_files.display()), &meta)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(source_error(node_files, e)),
     };
@@ -283,22 +267,16 @@ pub fn ensure_package_data(
             hostfs::open_dir_below(&top, Path::new(&host), rel)?
                 .ok_or_else(|| missing_dir(&host, rel))
         })?;
-        nix::fcntl::renameat(&dest.dir, temp.as_os_str(), &dest.dir, name.as_os_str()).map_err(
-            |errno| PreflightError::Io {
-                op: "moving the package copy into place at",
-                path: host.clone(),
-                source: errno.into(),
-            },
-        )?;
+        nix::fcntl::renameat(&dest.dir, temp.as_os_str(), &dest.dir, name.as_os_str())
+            .map_err(io_error("moving the package copy into place at", &host))?;
         sync_dir(&dest.dir);
         Ok(())
     })();
-    if result.is_err() {
-        // Best effort: the error that matters is the one being returned.
-        let _ = hostfs::remove_tree_at(&dest.dir, &temp);
-    }
     if result.is_ok() {
         tracing::info!(source = %data_dir.display(), destination = %host, "copied package data");
+    } else {
+        // Best effort: the error that matters is the one being returned.
+        let _ = hostfs::remove_tree_at(&dest.dir, &temp);
     }
     result
 }
@@ -328,12 +306,7 @@ pub fn overlay_root_dir(root: &Path, copy_dir: &Path) -> Result<(), PreflightErr
     let source = join_real(root, &components);
     match fs::metadata(&source) {
         Ok(meta) if meta.is_dir() => {}
-        Ok(meta) => {
-            return Err(PreflightError::Other(format!(
-                "{host} is {}, not a directory",
-                kind_name(&meta)
-            )));
-        }
+        Ok(meta) => return Err(not_a_dir(&host, &meta)),
         Err(e) => return check_absent(&source, &host, e),
     }
     let entries = scan_tree(&source)?;
@@ -401,37 +374,21 @@ pub(crate) fn check_config_file(configmaps_dir: &Path, entry: &str) -> Result<()
 fn check_root(root: &Path) -> Result<(), PreflightError> {
     match fs::metadata(root) {
         Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(meta) => Err(PreflightError::Other(format!(
-            "host root {} is {}, not a directory",
-            root.display(),
-            kind_name(&meta)
-        ))),
-        Err(e) => Err(PreflightError::Io {
-            op: "inspecting host root",
-            path: root.display().to_string(),
-            source: e,
-        }),
+        Ok(meta) => Err(not_a_dir(format!("host root {}", root.display()), &meta)),
+        Err(e) => Err(io_error("inspecting host root", root.display())(e)),
     }
+}
+
+/// `<what> is <kind>, not a directory`, `meta` saying what it is.
+fn not_a_dir(what: impl std::fmt::Display, meta: &fs::Metadata) -> PreflightError {
+    PreflightError::Other(format!("{what} is {}, not a directory", kind_name(meta)))
 }
 
 /// The lexically cleaned components of a host-absolute path (`..` may not climb above `/`).
 fn host_components(host_path: &Path) -> Result<Vec<OsString>, PreflightError> {
-    let mut components = Vec::new();
-    for component in host_path.components() {
-        match component {
-            Component::Normal(name) => components.push(name.to_owned()),
-            Component::ParentDir => {
-                if components.pop().is_none() {
-                    return Err(PreflightError::Other(format!(
-                        "{} escapes the host root",
-                        host_path.display()
-                    )));
-                }
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    Ok(components)
+    // Past the cleaned path's leading `/`.
+    let cleaned = HostFs::clean(host_path)?;
+    Ok(cleaned.iter().skip(1).map(OsStr::to_owned).collect())
 }
 
 fn join_real(root: &Path, components: &[OsString]) -> PathBuf {
@@ -442,31 +399,21 @@ fn join_real(root: &Path, components: &[OsString]) -> PathBuf {
 
 /// How the operator knows the path: host-absolute, without the ROOT mount.
 fn host_display(components: &[OsString]) -> String {
-    if components.is_empty() {
-        return "/".to_owned();
-    }
-    components.iter().fold(String::new(), |mut s, c| {
-        s.push('/');
-        s.push_str(&c.to_string_lossy());
-        s
-    })
+    join_real(Path::new("/"), components)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A directory this run created, gone when its mode was to be set.
 fn missing_dir(base: &str, rel: &Path) -> PreflightError {
-    let path = Path::new(base).join(rel);
-    PreflightError::Io {
-        op: "opening directory",
-        path: path.display().to_string(),
-        source: io::Error::from(io::ErrorKind::NotFound),
-    }
+    io_error("opening directory", Path::new(base).join(rel).display())(io::ErrorKind::NotFound)
 }
 
 mod tree;
 
 use tree::{
-    apply_dir_modes, check_absent, clean_stale_copies_in, copy_entries, kind_name, overlay_entries,
-    replace_file, scan_tree, source_error, stat_source, sync_dir,
+    apply_dir_modes, check_absent, check_file, clean_stale_copies_in, copy_entries, io_error, kind_name,
+    overlay_entries, replace_file, scan_tree, source_error, stat_source, sync_dir,
 };
 
 #[cfg(test)]

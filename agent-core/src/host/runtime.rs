@@ -74,37 +74,16 @@ impl Runtime {
 
     /// Parse from any variable lookup (tests pass a map).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Self, EnvError> {
-        let mut warnings = Vec::new();
-        let text = |name: &'static str| -> Result<Option<String>, EnvError> {
-            match lookup(name) {
-                None => Ok(None),
-                Some(v) => v.into_string().map(Some).map_err(|v| EnvError {
-                    name,
-                    value: v.to_string_lossy().into_owned(),
-                    reason: "is not valid UTF-8".into(),
-                }),
-            }
+        let mut env = Env {
+            lookup,
+            warnings: Vec::new(),
         };
-        let mut boolean = |name: &'static str, default: bool| -> Result<bool, EnvError> {
-            Ok(match text(name)? {
-                None => default,
-                Some(v) if v.eq_ignore_ascii_case("true") => true,
-                Some(v) if v.eq_ignore_ascii_case("false") => false,
-                // SPEC §2: anything else is false, with a warning.
-                Some(v) => {
-                    warnings.push(format!(
-                        "environment variable {name}={v:?} is not true or false; treating it as false"
-                    ));
-                    false
-                }
-            })
-        };
-        let copy_resolv = boolean("COPY_RESOLV", true)?;
-        let always_run_step = boolean("OVERLAY_ALWAYS_RUN_STEP", false)?;
-        let write_logs = boolean("SKYHOOK_AGENT_WRITE_LOGS", true)?;
-        let write_metrics = boolean("SKYHOOK_AGENT_WRITE_METRICS", true)?;
+        let copy_resolv = env.boolean("COPY_RESOLV", true)?;
+        let always_run_step = env.boolean("OVERLAY_ALWAYS_RUN_STEP", false)?;
+        let write_logs = env.boolean("SKYHOOK_AGENT_WRITE_LOGS", true)?;
+        let write_metrics = env.boolean("SKYHOOK_AGENT_WRITE_METRICS", true)?;
 
-        let data_dir = PathBuf::from(non_empty(text("SKYHOOK_DATA_DIR")?, DEFAULT_DATA_DIR));
+        let data_dir = PathBuf::from(env.or("SKYHOOK_DATA_DIR", DEFAULT_DATA_DIR)?);
         if !data_dir.is_absolute() {
             return Err(EnvError {
                 name: "SKYHOOK_DATA_DIR",
@@ -114,99 +93,67 @@ impl Runtime {
         }
         let state_dir = host_dir(
             "SKYHOOK_ROOT_DIR",
-            &non_empty(text("SKYHOOK_ROOT_DIR")?, DEFAULT_STATE_DIR),
+            &env.or("SKYHOOK_ROOT_DIR", DEFAULT_STATE_DIR)?,
         )?;
-        let log_dir = host_dir(
-            "SKYHOOK_LOG_DIR",
-            &non_empty(text("SKYHOOK_LOG_DIR")?, DEFAULT_LOG_DIR),
-        )?;
+        let log_dir = host_dir("SKYHOOK_LOG_DIR", &env.or("SKYHOOK_LOG_DIR", DEFAULT_LOG_DIR)?)?;
 
         // The extension settings: an invalid value is warned about (naming the variable and
         // the value) and the default is used, as for an invalid SKYHOOK_AGENT_LOG filter.
-        let log_format = match text("SKYHOOK_AGENT_LOG_FORMAT")?.as_deref() {
-            None | Some("" | "text") => LogFormat::Text,
-            Some("json") => LogFormat::Json,
-            Some(other) => {
-                warnings.push(invalid(
-                    "SKYHOOK_AGENT_LOG_FORMAT",
-                    other,
-                    "text or json",
-                    "text",
-                ));
-                LogFormat::Text
-            }
-        };
-        let step_timeout = seconds(
-            "SKYHOOK_STEP_TIMEOUT_SECONDS",
-            text("SKYHOOK_STEP_TIMEOUT_SECONDS")?,
-            "unset",
-            &mut warnings,
-        );
-        let stop_grace = seconds(
-            "SKYHOOK_AGENT_STOP_GRACE_SECONDS",
-            text("SKYHOOK_AGENT_STOP_GRACE_SECONDS")?,
-            "20",
-            &mut warnings,
-        )
-        .unwrap_or(DEFAULT_STOP_GRACE);
-        let heartbeat = seconds(
-            "SKYHOOK_AGENT_HEARTBEAT_SECONDS",
-            text("SKYHOOK_AGENT_HEARTBEAT_SECONDS")?,
-            "30",
-            &mut warnings,
-        )
-        .unwrap_or(DEFAULT_HEARTBEAT);
-        let reboot_max_attempts = match text("SKYHOOK_REBOOT_MAX_ATTEMPTS")? {
-            None => DEFAULT_REBOOT_MAX_ATTEMPTS,
-            Some(v) if v.is_empty() => DEFAULT_REBOOT_MAX_ATTEMPTS,
-            Some(v) => match v.parse::<u32>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    warnings.push(invalid(
-                        "SKYHOOK_REBOOT_MAX_ATTEMPTS",
-                        &v,
-                        "a positive integer",
-                        &DEFAULT_REBOOT_MAX_ATTEMPTS.to_string(),
-                    ));
-                    DEFAULT_REBOOT_MAX_ATTEMPTS
-                }
-            },
-        };
+        let log_format = env
+            .parsed("SKYHOOK_AGENT_LOG_FORMAT", "text or json", "text", |v| match v {
+                "text" => Some(LogFormat::Text),
+                "json" => Some(LogFormat::Json),
+                _ => None,
+            })?
+            .unwrap_or(LogFormat::Text);
+        let step_timeout = env.seconds("SKYHOOK_STEP_TIMEOUT_SECONDS", "unset")?;
+        let stop_grace = env
+            .seconds("SKYHOOK_AGENT_STOP_GRACE_SECONDS", "20")?
+            .unwrap_or(DEFAULT_STOP_GRACE);
+        let heartbeat = env
+            .seconds("SKYHOOK_AGENT_HEARTBEAT_SECONDS", "30")?
+            .unwrap_or(DEFAULT_HEARTBEAT);
+        let reboot_max_attempts = env
+            .parsed(
+                "SKYHOOK_REBOOT_MAX_ATTEMPTS",
+                "a positive integer",
+                &DEFAULT_REBOOT_MAX_ATTEMPTS.to_string(),
+                |v| v.parse::<u32>().ok().filter(|&n| n > 0),
+            )?
+            .unwrap_or(DEFAULT_REBOOT_MAX_ATTEMPTS);
 
         // A diagnostic setting: a value that escapes ROOT is warned about and ignored.
-        let metrics_dir = match text("SKYHOOK_AGENT_METRICS_DIR")? {
-            None => None,
-            Some(v) if v.is_empty() => None,
-            Some(v) => match host_dir("SKYHOOK_AGENT_METRICS_DIR", &v) {
-                Ok(dir) => Some(dir),
-                Err(e) => {
-                    warnings.push(format!(
+        let metrics_dir = env.non_empty("SKYHOOK_AGENT_METRICS_DIR")?.and_then(|v| {
+            host_dir("SKYHOOK_AGENT_METRICS_DIR", &v)
+                .inspect_err(|e| {
+                    env.warnings.push(format!(
                         "environment variable SKYHOOK_AGENT_METRICS_DIR={v:?} {}; writing no metrics copy",
                         e.reason
                     ));
-                    None
-                }
-            },
-        };
+                })
+                .ok()
+        });
 
         Ok(Self {
             copy_resolv,
             always_run_step,
             write_logs,
             write_metrics,
-            buffer_limit: text("SKYHOOK_AGENT_BUFFER_LIMIT")?.unwrap_or_else(|| "8192".into()),
-            resource_id: text("SKYHOOK_RESOURCE_ID")?.unwrap_or_default(),
+            buffer_limit: env
+                .text("SKYHOOK_AGENT_BUFFER_LIMIT")?
+                .unwrap_or_else(|| "8192".into()),
+            resource_id: env.text("SKYHOOK_RESOURCE_ID")?.unwrap_or_default(),
             data_dir,
             state_dir,
             log_dir,
             log_format,
-            log_filter: non_empty(text("SKYHOOK_AGENT_LOG")?, "info"),
+            log_filter: env.or("SKYHOOK_AGENT_LOG", "info")?,
             step_timeout,
             stop_grace,
             heartbeat,
             reboot_max_attempts,
             metrics_dir,
-            warnings,
+            warnings: env.warnings,
         })
     }
 
@@ -233,10 +180,79 @@ impl Runtime {
     }
 }
 
-fn non_empty(value: Option<String>, default: &str) -> String {
-    match value {
-        Some(v) if !v.is_empty() => v,
-        _ => default.to_owned(),
+/// The environment being parsed (`lookup`), and the warnings about it so far.
+struct Env<F> {
+    lookup: F,
+    warnings: Vec<String>,
+}
+
+impl<F: Fn(&str) -> Option<OsString>> Env<F> {
+    /// The variable's value, `None` when unset; one that is not UTF-8 is an error.
+    fn text(&self, name: &'static str) -> Result<Option<String>, EnvError> {
+        (self.lookup)(name)
+            .map(|v| {
+                v.into_string().map_err(|v| EnvError {
+                    name,
+                    value: v.to_string_lossy().into_owned(),
+                    reason: "is not valid UTF-8".into(),
+                })
+            })
+            .transpose()
+    }
+
+    /// The variable's value, `None` when unset or empty.
+    fn non_empty(&self, name: &'static str) -> Result<Option<String>, EnvError> {
+        Ok(self.text(name)?.filter(|v| !v.is_empty()))
+    }
+
+    /// The variable's value, `default` when unset or empty.
+    fn or(&self, name: &'static str, default: &str) -> Result<String, EnvError> {
+        Ok(self.non_empty(name)?.unwrap_or_else(|| default.to_owned()))
+    }
+
+    fn boolean(&mut self, name: &'static str, default: bool) -> Result<bool, EnvError> {
+        Ok(match self.text(name)? {
+            None => default,
+            Some(v) if v.eq_ignore_ascii_case("true") => true,
+            Some(v) if v.eq_ignore_ascii_case("false") => false,
+            // SPEC §2: anything else is false, with a warning.
+            Some(v) => {
+                self.warnings.push(format!(
+                    "environment variable {name}={v:?} is not true or false; treating it as false"
+                ));
+                false
+            }
+        })
+    }
+
+    /// An extension setting: `None` when unset or empty, and when `parse` refuses the value,
+    /// with a warning saying what it must be (`expected`) and the default used.
+    fn parsed<T>(
+        &mut self,
+        name: &'static str,
+        expected: &str,
+        default: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>, EnvError> {
+        let Some(v) = self.non_empty(name)? else {
+            return Ok(None);
+        };
+        let parsed = parse(&v);
+        if parsed.is_none() {
+            self.warnings.push(format!(
+                "environment variable {name}={v:?} is not {expected}; using the default ({default})"
+            ));
+        }
+        Ok(parsed)
+    }
+
+    fn seconds(&mut self, name: &'static str, default: &str) -> Result<Option<Duration>, EnvError> {
+        self.parsed(name, "a non-negative number of seconds", default, |v| {
+            v.parse::<f64>()
+                .ok()
+                .filter(|s| (0.0..1e9).contains(s))
+                .map(Duration::from_secs_f64)
+        })
     }
 }
 
@@ -247,37 +263,6 @@ fn host_dir(name: &'static str, value: &str) -> Result<PathBuf, EnvError> {
         value: value.to_owned(),
         reason: "escapes the host root".into(),
     })
-}
-
-/// The warning for an invalid extension setting: what it must be, and the default used.
-fn invalid(name: &str, value: &str, expected: &str, default: &str) -> String {
-    format!(
-        "environment variable {name}={value:?} is not {expected}; using the default ({default})"
-    )
-}
-
-fn seconds(
-    name: &'static str,
-    value: Option<String>,
-    default: &str,
-    warnings: &mut Vec<String>,
-) -> Option<Duration> {
-    match value {
-        None => None,
-        Some(v) if v.is_empty() => None,
-        Some(v) => match v.parse::<f64>() {
-            Ok(s) if (0.0..1e9).contains(&s) => Some(Duration::from_secs_f64(s)),
-            _ => {
-                warnings.push(invalid(
-                    name,
-                    &v,
-                    "a non-negative number of seconds",
-                    default,
-                ));
-                None
-            }
-        },
-    }
 }
 
 /// A timeout as configured (`1`, `0.5`), for `timed out after Ns`.

@@ -228,15 +228,21 @@ pub(crate) fn remove_stale_temps(
 
 /// Call `visit` with every entry name of an open directory (UTF-8 names only).
 pub(super) fn list_fd(dir: &OwnedFd, mut visit: impl FnMut(&str)) -> Result<(), Errno> {
+    list_names(dir, |name| {
+        if let Some(name) = name.to_str() {
+            visit(name);
+        }
+    })
+}
+
+/// Call `visit` with every entry name of an open directory but `.` and `..`.
+fn list_names(dir: &OwnedFd, mut visit: impl FnMut(&OsStr)) -> Result<(), Errno> {
     let mut stream = nix::dir::Dir::from_fd(dir.try_clone().map_err(|_| Errno::EBADF)?)?;
     for entry in stream.iter() {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        if let Ok(name) = std::str::from_utf8(name) {
-            visit(name);
+        if name != b"." && name != b".." {
+            visit(OsStr::from_bytes(name));
         }
     }
     Ok(())
@@ -247,16 +253,7 @@ pub(crate) fn remove_tree_at(parent: &OwnedFd, name: &OsStr) -> Result<(), Errno
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let dir = fcntl::openat(parent, name, flags, Mode::empty())?;
     let mut entries = Vec::new();
-    {
-        let mut stream = nix::dir::Dir::from_fd(dir.try_clone().map_err(|_| Errno::EBADF)?)?;
-        for entry in stream.iter() {
-            let entry = entry?;
-            let entry_name = entry.file_name().to_bytes();
-            if entry_name != b"." && entry_name != b".." {
-                entries.push(OsStr::from_bytes(entry_name).to_os_string());
-            }
-        }
-    }
+    list_names(&dir, |name| entries.push(name.to_os_string()))?;
     for entry in entries {
         let stat = stat::fstatat(&dir, entry.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
         if kind_of(stat.st_mode) == Kind::Dir {

@@ -20,7 +20,6 @@ use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -81,9 +80,7 @@ impl Located {
     pub(crate) fn entry(dir: &OwnedFd, dir_host: &Path, name: &OsStr) -> Result<Self, HostFsError> {
         let host = dir_host.join(name);
         Ok(Self {
-            dir: dir
-                .try_clone()
-                .map_err(|e| super::io_source("opening directory", dir_host, e))?,
+            dir: clone_dir(dir, dir_host)?,
             dir_host: dir_host.to_path_buf(),
             name: Some(name.to_owned()),
             kind: entry_kind(dir, name, &host)?,
@@ -131,12 +128,8 @@ impl Located {
     pub(crate) fn open_dir(&self) -> Result<OwnedFd, HostFsError> {
         let host = self.host();
         match &self.name {
-            None => self
-                .dir
-                .try_clone()
-                .map_err(|e| super::io_source("opening directory", &host, e)),
-            Some(name) => open_dir_at(&self.dir, name, &host)?
-                .ok_or_else(|| io_error("opening directory", &host, Errno::ENOENT)),
+            None => clone_dir(&self.dir, &host),
+            Some(name) => open_dir_at(&self.dir, name, &host),
         }
     }
 
@@ -148,8 +141,7 @@ impl Located {
         };
         stat::mkdirat(&self.dir, name.as_os_str(), Mode::from_bits_truncate(mode))
             .map_err(|errno| io_error("creating directory", &host, errno))?;
-        let fd = open_dir_at(&self.dir, name, &host)?
-            .ok_or_else(|| io_error("opening directory", &host, Errno::ENOENT))?;
+        let fd = open_dir_at(&self.dir, name, &host)?;
         set_mode(&fd, mode, &host)?;
         Ok(fd)
     }
@@ -198,10 +190,10 @@ impl HostFs {
             return Ok(None);
         };
         let host = located.host();
-        match located.open_file()? {
-            Some(file) => super::read_bounded(file, bound, &host).map(Some),
-            None => Ok(None),
-        }
+        located
+            .open_file()?
+            .map(|file| super::read_bounded(file, bound, &host))
+            .transpose()
     }
 
     /// Open the directory at a cleaned host path, refusing links; `None` if a component is
@@ -246,11 +238,8 @@ pub(crate) fn open_dir_below(
     base_host: &Path,
     rel: &Path,
 ) -> Result<Option<OwnedFd>, HostFsError> {
-    let base = base
-        .try_clone()
-        .map_err(|e| super::io_source("opening directory", base_host, e))?;
     let located = lookup(
-        base,
+        clone_dir(base, base_host)?,
         base_host,
         rel,
         Links::Refuse,
@@ -323,11 +312,8 @@ fn lookup(
             match entry_kind(current, &name, &here)? {
                 Some(Kind::Symlink) if links != Links::Refuse => Step::Follow,
                 kind => {
-                    let dir = current
-                        .try_clone()
-                        .map_err(|e| super::io_source("opening directory", &here, e))?;
                     return Ok(Some(Located {
-                        dir,
+                        dir: clone_dir(current, &here)?,
                         dir_host: host_of(&stack),
                         name: Some(name),
                         kind,
@@ -401,27 +387,21 @@ fn lookup(
         last_link = Some(here);
     }
     // Every component was a directory entered (or the path was `base` itself).
-    let dir_host = host_of(&stack);
-    let (dir, name, kind) = match (goal, stack.pop()) {
-        (Goal::Dir, Some((fd, _))) => (fd, None, Some(Kind::Dir)),
+    let mut dir_host = host_of(&stack);
+    let (dir, name) = match (goal, stack.pop()) {
+        (Goal::Dir, Some((fd, _))) => (fd, None),
         (Goal::Entry, Some((_, name))) => {
             // A link led to a directory: its parent is the one entered before it.
-            let parent = stack.pop().map_or(base, |(fd, _)| fd);
-            let parent_host = dir_host.parent().unwrap_or(base_host).to_path_buf();
-            return Ok(Some(Located {
-                dir: parent,
-                dir_host: parent_host,
-                name: Some(name),
-                kind: Some(Kind::Dir),
-            }));
+            dir_host.pop();
+            (stack.pop().map_or(base, |(fd, _)| fd), Some(name))
         }
-        (_, None) => (base, None, Some(Kind::Dir)),
+        (_, None) => (base, None),
     };
     Ok(Some(Located {
         dir,
         dir_host,
         name,
-        kind,
+        kind: Some(Kind::Dir),
     }))
 }
 
@@ -445,11 +425,8 @@ fn fast_lookup(
     if NO_OPENAT2.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    let mut rel = OsString::from(".");
-    for dir in dir_names {
-        rel.push("/");
-        rel.push(dir);
-    }
+    let mut rel = PathBuf::from(".");
+    rel.extend(dir_names);
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(
@@ -457,7 +434,7 @@ fn fast_lookup(
                 | ResolveFlag::RESOLVE_NO_SYMLINKS
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS,
         );
-    let dir = match fcntl::openat2(base, rel.as_bytes(), how) {
+    let dir = match fcntl::openat2(base, rel.as_path(), how) {
         Ok(fd) => fd,
         Err(Errno::ENOSYS | Errno::EPERM | Errno::EINVAL | Errno::E2BIG) => {
             NO_OPENAT2.store(true, Ordering::Relaxed);
@@ -467,15 +444,10 @@ fn fast_lookup(
     };
     let mut dir_host = base_host.to_path_buf();
     dir_host.extend(dir_names);
-    let Some(name) = name else {
-        return Ok(Some(Located {
-            dir,
-            dir_host,
-            name: None,
-            kind: Some(Kind::Dir),
-        }));
+    let kind = match name {
+        Some(name) => entry_kind(&dir, name, &dir_host.join(name))?,
+        None => Some(Kind::Dir),
     };
-    let kind = entry_kind(&dir, name, &dir_host.join(name))?;
     if kind == Some(Kind::Symlink) {
         // Refused or followed: the walk decides, and names it.
         return Ok(None);
@@ -483,7 +455,7 @@ fn fast_lookup(
     Ok(Some(Located {
         dir,
         dir_host,
-        name: Some(name.to_owned()),
+        name: name.map(OsStr::to_owned),
         kind,
     }))
 }
@@ -532,15 +504,17 @@ fn dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<DirAt, HostFsEr
     }
 }
 
-/// Open the directory `name` inside `parent` without following a link; `None` if absent.
-pub(super) fn open_dir_at(
-    parent: &OwnedFd,
-    name: &OsStr,
-    host: &Path,
-) -> Result<Option<OwnedFd>, HostFsError> {
+/// A descriptor of its own for the open directory `dir` (host path `host`).
+fn clone_dir(dir: &OwnedFd, host: &Path) -> Result<OwnedFd, HostFsError> {
+    dir.try_clone()
+        .map_err(|e| super::io_source("opening directory", host, e))
+}
+
+/// Open the directory `name` inside `parent` without following a link.
+fn open_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, HostFsError> {
     match dir_at(parent, name, host)? {
-        DirAt::Open(fd) => Ok(Some(fd)),
-        DirAt::Absent => Ok(None),
+        DirAt::Open(fd) => Ok(fd),
+        DirAt::Absent => Err(io_error("opening directory", host, Errno::ENOENT)),
         DirAt::Link => Err(symbolic_link(host)),
         // Report what the kernel said.
         DirAt::Swapped(errno) => Err(io_error("opening directory", host, errno)),

@@ -12,7 +12,9 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::PreflightError;
-use crate::host::fs::{self as hostfs, DirSync, HostFs, HostFsError, Links, Located, Missing};
+use crate::host::fs::{
+    self as hostfs, DirSync, HostFs, HostFsError, Kind, Links, Located, Missing,
+};
 
 /// A file or directory of a source tree, found by [`scan_tree`].
 #[derive(Debug)]
@@ -52,8 +54,8 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
         let source = frame.source.join(&name);
         let rel = frame.rel.join(&name);
         let meta = stat_source(&source)?;
-        let mode = meta.mode() & 0o777;
-        if meta.is_dir() {
+        let is_dir = meta.is_dir();
+        if is_dir {
             let id = (meta.dev(), meta.ino());
             if ancestors.contains(&id) {
                 return Err(PreflightError::SymlinkCycle(source.display().to_string()));
@@ -63,27 +65,17 @@ pub(super) fn scan_tree(top: &Path) -> Result<Vec<Entry>, PreflightError> {
                 rel: rel.clone(),
                 children: children(&source)?,
             };
-            entries.push(Entry {
-                rel,
-                source,
-                is_dir: true,
-                mode,
-            });
             ancestors.push(id);
             stack.push(frame);
-        } else if meta.is_file() {
-            entries.push(Entry {
-                rel,
-                source,
-                is_dir: false,
-                mode,
-            });
         } else {
-            return Err(PreflightError::Unsupported {
-                path: source.display().to_string(),
-                kind: kind_name(&meta),
-            });
+            check_file(&source, &meta)?;
         }
+        entries.push(Entry {
+            rel,
+            source,
+            is_dir,
+            mode: meta.mode() & 0o777,
+        });
     }
     Ok(entries)
 }
@@ -104,40 +96,29 @@ pub(super) fn stat_source(path: &Path) -> Result<fs::Metadata, PreflightError> {
 }
 
 pub(super) fn source_error(path: &Path, e: io::Error) -> PreflightError {
-    let shown = path.display().to_string();
+    stat_error(path, &path.display().to_string(), "reading", e)
+}
+
+/// Accept only "nothing there" from a failed `stat` of a path that may be created.
+pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), PreflightError> {
+    match stat_error(path, host, "inspecting", e) {
+        PreflightError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => Ok(()),
+        err => Err(err),
+    }
+}
+
+/// A failed `stat` of `path` (`shown` in messages): a link cycle and a dangling link named as
+/// such, anything else the OS error of `op` (`NotFound` only when no link is there).
+fn stat_error(path: &Path, shown: &str, op: &'static str, e: io::Error) -> PreflightError {
     if e.raw_os_error() == Some(libc::ELOOP) {
-        return PreflightError::SymlinkCycle(shown);
+        return PreflightError::SymlinkCycle(shown.to_owned());
     }
     if e.kind() == io::ErrorKind::NotFound
         && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
     {
         return PreflightError::Other(format!("{shown} is a dangling symbolic link"));
     }
-    PreflightError::Io {
-        op: "reading",
-        path: shown,
-        source: e,
-    }
-}
-
-/// Accept only "nothing there" from a failed `stat` of a path that may be created.
-pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), PreflightError> {
-    if e.raw_os_error() == Some(libc::ELOOP) {
-        return Err(PreflightError::SymlinkCycle(host.to_owned()));
-    }
-    if e.kind() != io::ErrorKind::NotFound {
-        return Err(PreflightError::Io {
-            op: "inspecting",
-            path: host.to_owned(),
-            source: e,
-        });
-    }
-    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(PreflightError::Other(format!(
-            "{host} is a dangling symbolic link"
-        )));
-    }
-    Ok(())
+    io_error(op, shown)(e)
 }
 
 /// A directory whose mode is set once everything is written: where it is (relative to the
@@ -159,20 +140,11 @@ pub(super) fn copy_entries(
         let parent = hostfs::open_dir_below(dest_top, Path::new(host_top), parent_rel)?
             .ok_or_else(|| super::missing_dir(host_top, parent_rel))?;
         let dest = Located::entry(&parent, &Path::new(host_top).join(parent_rel), name)?;
-        match (entry.is_dir, dest.kind_name()) {
-            (true, None) => {
-                dest.create_dir(0o700)?;
-                dirs.push((entry.rel.clone(), host, entry.mode));
-            }
-            (true, Some(_)) if dest.is_dir() => dirs.push((entry.rel.clone(), host, entry.mode)),
-            (false, None) => replace_file(&entry.source, &dest, entry.mode)?,
-            (false, Some(_)) if dest.is_file() => replace_file(&entry.source, &dest, entry.mode)?,
-            (_, Some(kind)) => {
-                return Err(PreflightError::Other(format!(
-                    "cannot merge {} into {host}: it is {kind}",
-                    entry.source.display(),
-                )));
-            }
+        place(entry, &dest, || {
+            format!("cannot merge {} into {host}", entry.source.display())
+        })?;
+        if entry.is_dir {
+            dirs.push((entry.rel.clone(), host, entry.mode));
         }
     }
     Ok(())
@@ -204,26 +176,46 @@ pub(super) fn overlay_entries(
             )?
             .expect("a creating lookup always ends at an entry");
         let host = dest.host();
-        match (entry.is_dir, dest.kind_name()) {
-            (true, None) => {
-                dest.create_dir(0o700)?;
-                let shown = host.display().to_string();
-                created.push((host, shown, entry.mode));
-            }
-            // Reused as is: the host owns the modes of its existing directories.
-            (true, Some(_)) if dest.is_dir() => {}
-            (false, None) => replace_file(&entry.source, &dest, entry.mode)?,
-            (false, Some(_)) if dest.is_file() => replace_file(&entry.source, &dest, entry.mode)?,
-            (_, Some(kind)) => {
-                return Err(PreflightError::Other(format!(
-                    "cannot overlay {} onto {}: it is {kind}",
-                    entry.source.display(),
-                    host.display(),
-                )));
-            }
+        let made = place(entry, &dest, || {
+            format!(
+                "cannot overlay {} onto {}",
+                entry.source.display(),
+                host.display()
+            )
+        })?;
+        // An existing directory is reused as is: the host owns the modes of its directories.
+        if made {
+            let shown = host.display().to_string();
+            created.push((host, shown, entry.mode));
         }
     }
     Ok(())
+}
+
+/// Put `entry` at `dest`: a directory is created there owner-only (`true`) or kept if there
+/// is one; a file replaces a file or nothing. Anything else there is refused, `refusal` saying
+/// what could not be done.
+fn place(
+    entry: &Entry,
+    dest: &Located,
+    refusal: impl FnOnce() -> String,
+) -> Result<bool, PreflightError> {
+    match (entry.is_dir, dest.kind) {
+        (true, None) => {
+            dest.create_dir(0o700)?;
+            Ok(true)
+        }
+        (true, Some(Kind::Dir)) => Ok(false),
+        (false, None | Some(Kind::File)) => {
+            replace_file(&entry.source, dest, entry.mode)?;
+            Ok(false)
+        }
+        (_, Some(kind)) => Err(PreflightError::Other(format!(
+            "{}: it is {}",
+            refusal(),
+            kind.name()
+        ))),
+    }
 }
 
 /// Give new directories their final modes, children first (a parent made read-only cannot
@@ -263,19 +255,10 @@ pub(super) fn replace_file(source: &Path, dest: &Located, mode: u32) -> Result<(
         .open(source)
         .map_err(|e| source_error(source, e))?;
     let meta = input.metadata().map_err(|e| source_error(source, e))?;
-    if !meta.is_file() {
-        return Err(PreflightError::Unsupported {
-            path: source.display().to_string(),
-            kind: kind_name(&meta),
-        });
-    }
+    check_file(source, &meta)?;
 
     let target = dest.name.as_deref().expect("a file destination has a name");
-    let write_error = |source: io::Error| PreflightError::Io {
-        op: "writing",
-        path: host.to_owned(),
-        source,
-    };
+    let write_error = io_error("writing", host);
     clean_stale_copies_in(&dest.dir, &dest.dir_host, target);
     // The one atomic replace of the agent; the copy keeps the source's permission bits.
     hostfs::replace_in(
@@ -313,9 +296,29 @@ pub(super) fn sync_dir(dir: &OwnedFd) {
     let _ = nix::unistd::fsync(dir);
 }
 
-pub(super) fn io_error(op: &'static str, host: &str) -> impl FnOnce(io::Error) -> PreflightError {
-    let path = host.to_owned();
-    move |source| PreflightError::Io { op, path, source }
+/// `map_err(io_error("writing", host))`: [`PreflightError::Io`] of `op` on `host`.
+pub(super) fn io_error<E: Into<io::Error>>(
+    op: &'static str,
+    host: impl std::fmt::Display,
+) -> impl FnOnce(E) -> PreflightError {
+    let path = host.to_string();
+    move |source| PreflightError::Io {
+        op,
+        path,
+        source: source.into(),
+    }
+}
+
+/// Only regular files and directories are copied: `Unsupported` unless `meta` (of `path`) is
+/// a regular file.
+pub(super) fn check_file(path: &Path, meta: &fs::Metadata) -> Result<(), PreflightError> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(PreflightError::Unsupported {
+        path: path.display().to_string(),
+        kind: kind_name(meta),
+    })
 }
 
 /// What `meta` describes, for messages ("a fifo", ...).
