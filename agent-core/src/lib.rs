@@ -31,17 +31,37 @@
 
 pub mod plugin;
 
-/// The engine's modules: public with feature `engine` (the agent binary), crate-private
-/// otherwise, so that a kind's build sees the plugin surface only.
-macro_rules! engine {
-    ($($module:ident),*) => {$(
-        #[cfg(feature = "engine")]
-        pub mod $module;
-        #[cfg(not(feature = "engine"))]
-        mod $module;
-    )*};
-}
-engine!(compat, exec, host, interrupt, package, stage, state);
+// The engine's modules: public with feature `engine` (the agent binary), crate-private
+// otherwise, so that a kind's build sees the plugin surface only. Declared one by one, not by a
+// macro: rustfmt (and `cargo fmt --check`) reaches only the modules it can see declared.
+#[cfg(feature = "engine")]
+pub mod compat;
+#[cfg(not(feature = "engine"))]
+mod compat;
+#[cfg(feature = "engine")]
+pub mod exec;
+#[cfg(not(feature = "engine"))]
+mod exec;
+#[cfg(feature = "engine")]
+pub mod host;
+#[cfg(not(feature = "engine"))]
+mod host;
+#[cfg(feature = "engine")]
+pub mod interrupt;
+#[cfg(not(feature = "engine"))]
+mod interrupt;
+#[cfg(feature = "engine")]
+pub mod package;
+#[cfg(not(feature = "engine"))]
+mod package;
+#[cfg(feature = "engine")]
+pub mod stage;
+#[cfg(not(feature = "engine"))]
+mod stage;
+#[cfg(feature = "engine")]
+pub mod state;
+#[cfg(not(feature = "engine"))]
+mod state;
 
 #[cfg(any(test, feature = "testing"))]
 pub use interrupt::testing;

@@ -73,7 +73,8 @@ impl FdSink {
     /// open stream, owned by the sink. A descriptor that cannot be duplicated (not open)
     /// gives a sink whose writes fail as writes to it would.
     pub(crate) fn duplicate(fd: BorrowedFd<'_>) -> Self {
-        fd.try_clone_to_owned().map_or_else(|_| Self::default(), Self::new)
+        fd.try_clone_to_owned()
+            .map_or_else(|_| Self::default(), Self::new)
     }
 
     /// Whether the reader went away (a write failed with `EPIPE`).

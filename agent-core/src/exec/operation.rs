@@ -24,7 +24,9 @@ impl<'a> Subject<'a> {
     fn fields(self) -> (&'static str, [Option<&'a str>; 4]) {
         match self {
             Subject::Step { mode, path } => ("step", [Some(mode), Some(path), None, None]),
-            Subject::Command { id, command } => ("operation", [None, None, Some(id), Some(command)]),
+            Subject::Command { id, command } => {
+                ("operation", [None, None, Some(id), Some(command)])
+            }
         }
     }
 }

@@ -263,9 +263,9 @@ impl Relay {
             if open.is_empty() {
                 break;
             }
-            let end = stop_by.or(exited.map(|at| {
-                (last_data.max(at) + self.policy.idle).min(at + self.policy.limit)
-            }));
+            let end = stop_by
+                .or(exited
+                    .map(|at| (last_data.max(at) + self.policy.idle).min(at + self.policy.limit)));
             let timeout = match end.map(|end| end.checked_duration_since(Instant::now())) {
                 None => PollTimeout::NONE,
                 Some(Some(left)) if !left.is_zero() => poll_timeout(left),

@@ -42,8 +42,14 @@ pub fn render(inv: &Invocation<'_>, rt: &Runtime, rid: &ResourceId) -> String {
         format!("SKYHOOK_AGENT_BUFFER_LIMIT: {}", rt.buffer_limit),
         format!("SKYHOOK_AGENT_WRITE_LOGS: {}", py_bool(rt.write_logs)),
         "Directory CONFIGURATION".to_owned(),
-        format!("flag_dir: {}", rt.package_flags_dir(package, version).display()),
-        format!("log_dir: {}", rt.package_log_dir(package, version).display()),
+        format!(
+            "flag_dir: {}",
+            rt.package_flags_dir(package, version).display()
+        ),
+        format!(
+            "log_dir: {}",
+            rt.package_log_dir(package, version).display()
+        ),
         format!("history_file: {}", rt.history_file(package).display()),
         "--------------------".to_owned(),
     ];

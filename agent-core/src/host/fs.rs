@@ -141,7 +141,12 @@ struct Target {
 impl Target {
     /// `openat` of the target in its open directory `dir`, creating it 0600 if `flags` say so.
     fn open_in(&self, dir: &OwnedFd, flags: OFlag) -> nix::Result<OwnedFd> {
-        fcntl::openat(dir, self.name.as_os_str(), flags, Mode::from_bits_truncate(FILE_MODE))
+        fcntl::openat(
+            dir,
+            self.name.as_os_str(),
+            flags,
+            Mode::from_bits_truncate(FILE_MODE),
+        )
     }
 }
 

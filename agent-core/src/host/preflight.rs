@@ -240,7 +240,12 @@ pub fn ensure_package_data(
     let data = scan_tree(data_dir)?;
     let node = match fs::metadata(node_files) {
         Ok(meta) if meta.is_dir() => scan_tree(node_files)?,
-        Ok(meta) => return Err(not_a_dir(format!("node files {}", node_files.display()), &meta)),
+        Ok(meta) => {
+            return Err(not_a_dir(
+                format!("node files {}", node_files.display()),
+                &meta,
+            ));
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(source_error(node_files, e)),
     };
@@ -412,8 +417,8 @@ fn missing_dir(base: &str, rel: &Path) -> PreflightError {
 mod tree;
 
 use tree::{
-    apply_dir_modes, check_absent, check_file, clean_stale_copies_in, copy_entries, io_error, kind_name,
-    overlay_entries, replace_file, scan_tree, source_error, stat_source, sync_dir,
+    apply_dir_modes, check_absent, check_file, clean_stale_copies_in, copy_entries, io_error,
+    kind_name, overlay_entries, replace_file, scan_tree, source_error, stat_source, sync_dir,
 };
 
 #[cfg(test)]

@@ -95,16 +95,24 @@ impl Runtime {
             "SKYHOOK_ROOT_DIR",
             &env.or("SKYHOOK_ROOT_DIR", DEFAULT_STATE_DIR)?,
         )?;
-        let log_dir = host_dir("SKYHOOK_LOG_DIR", &env.or("SKYHOOK_LOG_DIR", DEFAULT_LOG_DIR)?)?;
+        let log_dir = host_dir(
+            "SKYHOOK_LOG_DIR",
+            &env.or("SKYHOOK_LOG_DIR", DEFAULT_LOG_DIR)?,
+        )?;
 
         // The extension settings: an invalid value is warned about (naming the variable and
         // the value) and the default is used, as for an invalid SKYHOOK_AGENT_LOG filter.
         let log_format = env
-            .parsed("SKYHOOK_AGENT_LOG_FORMAT", "text or json", "text", |v| match v {
-                "text" => Some(LogFormat::Text),
-                "json" => Some(LogFormat::Json),
-                _ => None,
-            })?
+            .parsed(
+                "SKYHOOK_AGENT_LOG_FORMAT",
+                "text or json",
+                "text",
+                |v| match v {
+                    "text" => Some(LogFormat::Text),
+                    "json" => Some(LogFormat::Json),
+                    _ => None,
+                },
+            )?
             .unwrap_or(LogFormat::Text);
         let step_timeout = env.seconds("SKYHOOK_STEP_TIMEOUT_SECONDS", "unset")?;
         let stop_grace = env
