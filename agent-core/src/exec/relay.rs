@@ -203,8 +203,9 @@ pub(crate) fn grow_pipe(fd: BorrowedFd<'_>) {
 
 impl Relay {
     /// `pipes`: the read ends of the child's stdout and stderr with the agent's streams they
-    /// go to (the sink and its line state). `log`: the operation's log file (a duplicate of the caller's handle). `wake`:
-    /// what the async side says through the [`Drain`] of the same pair.
+    /// go to (the sink and its line state). `log`: the operation's log file (a duplicate of
+    /// the caller's handle). `wake`: what the async side says through the [`Drain`] of the
+    /// same pair.
     pub fn new(
         pipes: Vec<(OwnedFd, Arc<dyn Sink>, Arc<LineState>)>,
         log: Option<File>,
