@@ -16,7 +16,7 @@
 //! docs/metrics.md.
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -194,28 +194,10 @@ pub fn record(
     let package = run.record.package.as_str();
     let mut written = Written::default();
     let sidecar = sidecar_path(state_dir, package);
-    // Parsed as it is read: a large package's sidecar (about 300 bytes per step) is never
-    // held whole beside what it is parsed into.
-    let mut metrics = match fs.open_bounded(&sidecar, RECORD_BOUND) {
-        Ok(Some(file)) => {
-            match serde_json::from_reader::<_, PackageMetrics>(std::io::BufReader::new(file)) {
-                Ok(m) if m.package == package => m,
-                Ok(_) => {
-                    written.sidecar_problem = Some("it belongs to another package".into());
-                    PackageMetrics::default()
-                }
-                Err(e) => {
-                    written.sidecar_problem = Some(e.to_string());
-                    PackageMetrics::default()
-                }
-            }
-        }
-        Ok(None) => PackageMetrics::default(),
-        Err(e) => {
-            written.sidecar_problem = Some(crate::host::errors::Chain(&e).to_string());
-            PackageMetrics::default()
-        }
-    };
+    let mut metrics = read_sidecar(fs, &sidecar, package).unwrap_or_else(|problem| {
+        written.sidecar_problem = Some(problem);
+        PackageMetrics::default()
+    });
     package.clone_into(&mut metrics.package);
     metrics.fold(run);
     // Each file is written as it is produced, one at a time: with a line per series of every
@@ -225,7 +207,11 @@ pub fn record(
     if let Err(e) = super::write_json_diagnostic(fs, &sidecar, &metrics, 0o600) {
         written.failures.push((sidecar, e));
     }
-    let render = |file: &mut std::fs::File| render_to_file(&metrics, build, file);
+    let render = |file: &mut std::fs::File| {
+        let mut out = io::BufWriter::new(file);
+        metrics.render_into(build, &mut out)?;
+        out.flush()
+    };
     let prom = prom_path(state_dir, package);
     match fs.write_diagnostic_with(&prom, PROM_MODE, true, render) {
         Ok(()) => written.files.push(prom),
@@ -242,37 +228,20 @@ pub fn record(
     written
 }
 
-/// The text format written through a buffer into `file`.
-fn render_to_file(
-    metrics: &PackageMetrics,
-    build: (&str, &str),
-    file: &mut std::fs::File,
-) -> io::Result<()> {
-    /// `fmt::Write` over an `io::Write`, keeping the first I/O error.
-    struct Sink<W> {
-        out: W,
-        error: Option<io::Error>,
-    }
-    impl<W: io::Write> fmt::Write for Sink<W> {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            if self.error.is_some() {
-                return Err(fmt::Error);
-            }
-            self.out.write_all(s.as_bytes()).map_err(|e| {
-                self.error = Some(e);
-                fmt::Error
-            })
-        }
-    }
-    let mut sink = Sink {
-        out: io::BufWriter::new(file),
-        error: None,
+/// The sidecar of `package` at `file`, empty when there is none, or why it cannot be read as
+/// ours. Parsed as it is read: a large package's sidecar (about 300 bytes per step) is never
+/// held whole beside what it is parsed into.
+fn read_sidecar(fs: &HostFs, file: &Path, package: &str) -> Result<PackageMetrics, String> {
+    let opened = fs.open_bounded(file, RECORD_BOUND);
+    let Some(file) = opened.map_err(|e| crate::host::errors::Chain(&e).to_string())? else {
+        return Ok(PackageMetrics::default());
     };
-    metrics.render_into(build, &mut sink);
-    match sink.error {
-        Some(e) => Err(e),
-        None => sink.out.flush(),
+    let metrics: PackageMetrics =
+        serde_json::from_reader(io::BufReader::new(file)).map_err(|e| e.to_string())?;
+    if metrics.package != package {
+        return Err("it belongs to another package".into());
     }
+    Ok(metrics)
 }
 
 fn unix_micros(t: SystemTime) -> u64 {
@@ -360,19 +329,19 @@ impl PackageMetrics {
     /// The text format, families in a fixed order, series sorted.
     #[cfg(test)]
     pub(crate) fn render(&self, build: (&str, &str)) -> String {
-        let mut text = String::new();
-        self.render_into(build, &mut text);
-        text
+        let mut text = Vec::new();
+        self.render_into(build, &mut text).expect("writing to memory");
+        String::from_utf8(text).expect("the text format is UTF-8")
     }
 
-    /// [`render`](Self::render) into `sink`, as it goes: a file written through it never has
-    /// the whole text in memory (about 1 KiB per step).
+    /// [`render`](Self::render) into `out`, as it goes: a file written through it never has
+    /// the whole text in memory (about 1 KiB per step). The first I/O error ends the writing.
     pub(crate) fn render_into(
         &self,
         (agent_version, git_sha): (&str, &str),
-        sink: &mut dyn fmt::Write,
-    ) {
-        let mut out = Text(sink);
+        out: &mut dyn io::Write,
+    ) -> io::Result<()> {
+        let mut out = Text { out, error: None };
         out.family(
             "skyhook_agent_build_info",
             "gauge",
@@ -387,6 +356,7 @@ impl PackageMetrics {
         self.render_stages(&mut out);
         self.render_operations(&mut out);
         self.render_interrupt_counters(&mut out);
+        out.error.map_or(Ok(()), Err)
     }
 
     /// The package's verdict and pending reboot after its last run.
@@ -401,8 +371,8 @@ impl PackageMetrics {
                  (done, failed, stopped, reboot-pending, ...), 0 for the others.",
             );
             for v in Verdict::ALL {
-                let value = if v.as_str() == verdict { "1" } else { "0" };
-                out.sample(name, &[("package", pkg), ("verdict", v.as_str())], value);
+                let labels = [("package", pkg), ("verdict", v.as_str())];
+                out.sample(name, &labels, one_hot(v.as_str() == verdict));
             }
         }
         if let Some(pending) = self.reboot_pending {
@@ -413,19 +383,19 @@ impl PackageMetrics {
                 "1 when, after the package's last run, a reboot one of its interrupts asked for \
                  waited for a new boot ID, else 0.",
             );
-            out.sample(name, &[("package", pkg)], if pending { "1" } else { "0" });
+            out.sample(name, &[("package", pkg)], one_hot(pending));
         }
     }
 
     /// Each stage's last run and the runs counted by result.
-    fn render_stages(&self, out: &mut Text<'_>) {
+    fn render_stages<'a>(&'a self, out: &mut Text<'_>) {
         let pkg = self.package.as_str();
-        let stage_labels = |stage: &str, s: &StageFigures| {
-            vec![
-                ("package", pkg.to_owned()),
-                ("version", s.version.clone()),
-                ("stage", stage.to_owned()),
-                ("resource_id", s.resource_id.clone()),
+        let stage_labels = |stage: &'a str, s: &'a StageFigures| -> Labels<'a> {
+            [
+                ("package", pkg),
+                ("version", &s.version),
+                ("stage", stage),
+                ("resource_id", &s.resource_id),
             ]
         };
         let stage_families: [(&str, &str, StageValue); 4] = [
@@ -453,7 +423,7 @@ impl PackageMetrics {
         for (name, help, value) in stage_families {
             out.family(name, "gauge", help);
             for (stage, s) in &self.stages {
-                out.sample_owned(name, &stage_labels(stage, s), &value(s));
+                out.sample(name, &stage_labels(stage, s), &value(s));
             }
         }
         let name = "skyhook_agent_stage_last_run_result";
@@ -464,13 +434,8 @@ impl PackageMetrics {
         );
         for (stage, s) in &self.stages {
             for result in ResultLabel::ALL {
-                let mut labels = stage_labels(stage, s);
-                labels.push(("result", result.as_str().to_owned()));
-                out.sample_owned(
-                    name,
-                    &labels,
-                    if s.result == result as u8 { "1" } else { "0" },
-                );
+                let labels = with_label(&stage_labels(stage, s), ("result", result.as_str()));
+                out.sample(name, &labels, one_hot(s.result == result as u8));
             }
         }
         let name = "skyhook_agent_stage_runs_total";
@@ -481,13 +446,8 @@ impl PackageMetrics {
         );
         for (stage, by_result) in &self.runs {
             for result in ResultLabel::ALL {
-                let labels = [
-                    ("package", pkg.to_owned()),
-                    ("stage", stage.clone()),
-                    ("result", result.as_str().to_owned()),
-                ];
-                let n = by_result[result as usize];
-                out.sample_owned(name, &labels, &n.to_string());
+                let labels = [("package", pkg), ("stage", stage), ("result", result.as_str())];
+                out.sample(name, &labels, &by_result[result as usize].to_string());
             }
         }
     }
@@ -558,8 +518,8 @@ impl PackageMetrics {
             for (kind, i) in &self.interrupts {
                 // No resource_id: a new generation of the Skyhook resource must not restart
                 // the counter under new labels.
-                let labels = [("package", pkg.to_owned()), ("interrupt", kind.clone())];
-                out.sample_owned(name, &labels, &value(i).to_string());
+                let labels = [("package", pkg), ("interrupt", kind)];
+                out.sample(name, &labels, &value(i).to_string());
             }
         }
     }
@@ -569,7 +529,7 @@ type StageValue = fn(&StageFigures) -> String;
 type Counter = fn(&InterruptFigures) -> u64;
 type OperationValue = fn(&OperationFigures) -> String;
 
-/// The labels of one step or interrupt operation series.
+/// The labels of one stage, step or interrupt operation series.
 type Labels<'a> = [(&'static str, &'a str); 4];
 
 /// Calls its argument with every series of a family.
@@ -650,6 +610,11 @@ fn with_label<'a>(labels: &Labels<'a>, extra: (&'static str, &'a str)) -> [(&'a 
     [a, b, c, d, extra]
 }
 
+/// `1` for the series that holds, `0` for the others.
+fn one_hot(holds: bool) -> &'static str {
+    if holds { "1" } else { "0" }
+}
+
 /// Microseconds as seconds in the text format (`1.5`, `0.000042`, `3`), from integers only.
 fn secs(us: u64) -> String {
     let (whole, frac) = (us / 1_000_000, us % 1_000_000);
@@ -660,34 +625,46 @@ fn secs(us: u64) -> String {
     format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
-struct Text<'w>(&'w mut dyn fmt::Write);
+/// The text format written into `out` as it goes, keeping the first I/O error (nothing is
+/// written after it).
+struct Text<'w> {
+    out: &'w mut dyn io::Write,
+    error: Option<io::Error>,
+}
+
+impl fmt::Write for Text<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.error.is_some() {
+            return Err(fmt::Error);
+        }
+        self.out.write_all(s.as_bytes()).map_err(|e| {
+            self.error = Some(e);
+            fmt::Error
+        })
+    }
+}
 
 impl Text<'_> {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+        let _ = writeln!(self, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self, "# TYPE {name} {kind}");
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
-        let _ = self.0.write_str(name);
+        let _ = self.write_str(name);
         if !labels.is_empty() {
-            let _ = self.0.write_char('{');
+            let _ = self.write_char('{');
             for (i, (k, v)) in labels.iter().enumerate() {
                 if i > 0 {
-                    let _ = self.0.write_char(',');
+                    let _ = self.write_char(',');
                 }
-                let _ = write!(self.0, "{k}=\"");
-                write_escaped_label(self.0, v);
-                let _ = self.0.write_char('"');
+                let _ = write!(self, "{k}=\"");
+                write_escaped_label(self, v);
+                let _ = self.write_char('"');
             }
-            let _ = self.0.write_char('}');
+            let _ = self.write_char('}');
         }
-        let _ = writeln!(self.0, " {value}");
-    }
-
-    fn sample_owned(&mut self, name: &str, labels: &[(&str, String)], value: &str) {
-        let borrowed: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.sample(name, &borrowed, value);
+        let _ = writeln!(self, " {value}");
     }
 }
 
