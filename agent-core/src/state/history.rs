@@ -72,28 +72,21 @@ impl History {
 
 /// Why a ledger file cannot be used: each means "unknown" (SPEC §5, §8.9), and the file is moved
 /// to `.backup` with a warning the next time a run reads it.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Corruption {
     /// Empty or whitespace only (what a crash or a full disk leaves).
+    #[error("the file is empty")]
     Empty,
     /// JSON of the ledger's shape whose `current-version` is missing, null or blank: the one
     /// value the file exists for.
+    #[error("no current-version")]
     NoCurrentVersion,
     /// Not JSON of the ledger's shape.
+    #[error(transparent)]
     Json(serde_json::Error),
     /// Larger than any ledger (SPEC §5): not read.
+    #[error(transparent)]
     TooLarge(HostFsError),
-}
-
-impl std::fmt::Display for Corruption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Empty => f.write_str("the file is empty"),
-            Self::NoCurrentVersion => f.write_str("no current-version"),
-            Self::Json(err) => err.fmt(f),
-            Self::TooLarge(err) => err.fmt(f),
-        }
-    }
 }
 
 /// SPEC §8.9 formats: this agent's indented JSON and the Python agent's compact one. Only a

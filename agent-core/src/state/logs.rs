@@ -121,11 +121,7 @@ impl LogIndex {
             dir.listed = true;
         } else if !dir.steps.contains_key(step.base.as_str()) {
             // Not registered up front: read the directory again, for this step alone.
-            let mut logs = Vec::new();
-            fs.visit_dir(&step.dir, |name| {
-                logs.extend(parse_log_name(&step.base, name));
-            })?;
-            dir.steps.insert(step.base.as_str().into(), logs);
+            dir.steps.insert(step.base.as_str().into(), step.read(fs)?);
         }
         Ok(dir
             .steps
@@ -178,13 +174,7 @@ impl LogIndex {
         if logs.len() <= keep {
             return Ok(());
         }
-        // Newest first; the name breaks ties (a legacy and a new stamp of the same second) so
-        // the outcome does not depend on directory order.
-        logs.sort_by(|a, b| {
-            (b.nanos(), b.index)
-                .cmp(&(a.nanos(), a.index))
-                .then_with(|| step.name_of(*b).cmp(&step.name_of(*a)))
-        });
+        step.newest_first(logs);
         let surplus = logs.split_off(keep);
         // Remove every surplus log even if one fails, then report the first failure: the
         // other deletions are still worth doing, and a log that could not be removed stays
@@ -209,15 +199,8 @@ impl LogIndex {
 /// exactly that operation are left out. `Ok` and empty when there are none.
 pub fn logs_of(fs: &HostFs, dir: &Path, rel: &str) -> Result<Vec<PathBuf>, HostFsError> {
     let step = StepLogs::new(dir, rel)?;
-    let mut logs = Vec::new();
-    fs.visit_dir(&step.dir, |name| {
-        logs.extend(parse_log_name(&step.base, name));
-    })?;
-    logs.sort_by(|a, b| {
-        (b.nanos(), b.index)
-            .cmp(&(a.nanos(), a.index))
-            .then_with(|| step.name_of(*b).cmp(&step.name_of(*a)))
-    });
+    let mut logs = step.read(fs)?;
+    step.newest_first(&mut logs);
     Ok(logs
         .into_iter()
         .map(|log| step.dir.join(step.name_of(log)))
@@ -320,6 +303,26 @@ impl StepLogs {
         } else {
             format!("{}-{stamp}-{index}.log", self.base)
         }
+    }
+
+    /// The logs of this step alone, read from its directory.
+    fn read(&self, fs: &HostFs) -> Result<Vec<Entry>, HostFsError> {
+        let mut logs = Vec::new();
+        fs.visit_dir(&self.dir, |name| {
+            logs.extend(parse_log_name(&self.base, name));
+        })?;
+        Ok(logs)
+    }
+
+    /// Sort `logs` newest first, as retention orders them (SPEC §8.10): by the parsed
+    /// timestamp, then the collision index; the name breaks ties (a legacy and a new stamp of
+    /// the same second) so the outcome does not depend on directory order.
+    fn newest_first(&self, logs: &mut [Entry]) {
+        logs.sort_by(|a, b| {
+            (b.nanos(), b.index)
+                .cmp(&(a.nanos(), a.index))
+                .then_with(|| self.name_of(*b).cmp(&self.name_of(*a)))
+        });
     }
 
     /// The name `log` was read from.
