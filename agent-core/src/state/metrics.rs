@@ -330,7 +330,8 @@ impl PackageMetrics {
     #[cfg(test)]
     pub(crate) fn render(&self, build: (&str, &str)) -> String {
         let mut text = Vec::new();
-        self.render_into(build, &mut text).expect("writing to memory");
+        self.render_into(build, &mut text)
+            .expect("writing to memory");
         String::from_utf8(text).expect("the text format is UTF-8")
     }
 
@@ -446,7 +447,11 @@ impl PackageMetrics {
         );
         for (stage, by_result) in &self.runs {
             for result in ResultLabel::ALL {
-                let labels = [("package", pkg), ("stage", stage), ("result", result.as_str())];
+                let labels = [
+                    ("package", pkg),
+                    ("stage", stage),
+                    ("result", result.as_str()),
+                ];
                 out.sample(name, &labels, &by_result[result as usize].to_string());
             }
         }
@@ -455,42 +460,18 @@ impl PackageMetrics {
     /// The last run of each step and of each interrupt operation.
     fn render_operations(&self, out: &mut Text<'_>) {
         let pkg = self.package.as_str();
-        // The series are visited once per family, their labels borrowed from the figures:
-        // nothing per step is built to render them (the file has a line per series).
-        let step_series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
-            for (stage, steps) in &self.steps {
-                for (step, f) in steps {
-                    let labels = [
-                        ("package", pkg),
-                        ("version", f.version.as_str()),
-                        ("stage", stage.as_str()),
-                        ("step", step.as_str()),
-                    ];
-                    visit(&labels, f);
-                }
-            }
-        };
-        operation_families(out, "skyhook_agent_step", "step", &step_series);
-
-        let op_series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
-            for (kind, i) in &self.interrupts {
-                for (id, f) in &i.operations {
-                    let labels = [
-                        ("package", pkg),
-                        ("version", f.version.as_str()),
-                        ("interrupt", kind.as_str()),
-                        ("operation", id.as_str()),
-                    ];
-                    visit(&labels, f);
-                }
-            }
-        };
-        operation_families(
-            out,
+        let steps = ("skyhook_agent_step", "step", ["stage", "step"]);
+        operation_families(out, pkg, steps, &self.steps.iter());
+        let ops = self
+            .interrupts
+            .iter()
+            .map(|(kind, i)| (kind, &i.operations));
+        let interrupts = (
             "skyhook_agent_interrupt_operation",
             "interrupt operation",
-            &op_series,
+            ["interrupt", "operation"],
         );
+        operation_families(out, pkg, interrupts, &ops);
     }
 
     /// What each interrupt kind did, counted since the metrics state was created.
@@ -532,11 +513,31 @@ type OperationValue = fn(&OperationFigures) -> String;
 /// The labels of one stage, step or interrupt operation series.
 type Labels<'a> = [(&'static str, &'a str); 4];
 
-/// Calls its argument with every series of a family.
-type Series<'s> = dyn Fn(&mut dyn FnMut(&Labels<'_>, &OperationFigures)) + 's;
-
-/// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations.
-fn operation_families(out: &mut Text<'_>, prefix: &str, what: &str, series: &Series<'_>) {
+/// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations: a
+/// series for each operation of each group (a stage's steps, an interrupt type's operations),
+/// its labels the package, the version it ran in, then the group and the operation under
+/// `names`.
+fn operation_families<'m>(
+    out: &mut Text<'_>,
+    pkg: &str,
+    (prefix, what, names): (&str, &str, [&'static str; 2]),
+    groups: &(impl Iterator<Item = (&'m String, &'m BTreeMap<String, OperationFigures>)> + Clone),
+) {
+    // The series are visited once per family, their labels borrowed from the figures:
+    // nothing per step is built to render them (the file has a line per series).
+    let series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
+        for (group, operations) in groups.clone() {
+            for (operation, f) in operations {
+                let labels = [
+                    ("package", pkg),
+                    ("version", f.version.as_str()),
+                    (names[0], group.as_str()),
+                    (names[1], operation.as_str()),
+                ];
+                visit(&labels, f);
+            }
+        }
+    };
     let simple: [(&str, String, OperationValue); 5] = [
         (
             "last_run_duration_seconds",
