@@ -429,7 +429,10 @@ impl Holder {
 /// there is no lock file. Read-only: the file is never created, and the probe is a shared
 /// lock held for an instant (an agent taking the lock in that instant waits one poll).
 pub fn holder(fs: &HostFs, host_path: &Path) -> Result<Option<Holder>, LockError> {
-    let Some(mut file) = fs.open_file(host_path).map_err(LockError::open(host_path))? else {
+    let Some(mut file) = fs
+        .open_file(host_path)
+        .map_err(LockError::open(host_path))?
+    else {
         return Ok(None);
     };
     let text = read_holder(&mut file);

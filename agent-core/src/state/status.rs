@@ -413,7 +413,7 @@ fn package_names(
     fs: &HostFs,
     rt: &Runtime,
     flag_entries: &[String],
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    note: &mut Note<'_>,
 ) -> BTreeSet<String> {
     let (state, flags) = (&rt.state_dir, rt.flags_dir());
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -447,17 +447,17 @@ struct Found<'a> {
     boot_id: Option<&'a str>,
 }
 
+/// Where the walk reports state it cannot read (what, and why): `agent status` shows it and
+/// errs; [`standing`] ignores it.
+type Note<'n> = dyn FnMut(&str, &dyn std::fmt::Display) + 'n;
+
 /// Interrupt resources by package, and those whose resource ID names no package.
 type Interrupts = (BTreeMap<String, Vec<InterruptStatus>>, Vec<InterruptStatus>);
 
 impl Found<'_> {
     /// Every interrupt resource's markers, by package, and the packages and interrupt
     /// resources whose lock is held before they wrote any state.
-    fn interrupts(
-        &self,
-        names: &mut BTreeSet<String>,
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-    ) -> Interrupts {
+    fn interrupts(&self, names: &mut BTreeSet<String>, note: &mut Note<'_>) -> Interrupts {
         let Found { fs, rt, only, .. } = *self;
         let interrupts_dir = interrupt_markers::resources_dir(&rt.state_dir);
         let mut by_package: BTreeMap<String, Vec<InterruptStatus>> = BTreeMap::new();
@@ -490,7 +490,7 @@ impl Found<'_> {
         names: &mut BTreeSet<String>,
         by_package: &mut BTreeMap<String, Vec<InterruptStatus>>,
         other_interrupts: &[InterruptStatus],
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+        note: &mut Note<'_>,
     ) {
         let Found {
             fs, rt, own_pid, ..
@@ -538,7 +538,7 @@ impl Found<'_> {
     }
 
     /// The package's version history; what keeps it from being read is its `problem`.
-    fn history(&self, name: &str, note: &mut impl FnMut(&str, &dyn std::fmt::Display)) -> History {
+    fn history(&self, name: &str, note: &mut Note<'_>) -> History {
         match history::inspect(self.fs, &self.rt.history_file(name)) {
             Ok(h) => h,
             Err(e) => {
@@ -553,11 +553,7 @@ impl Found<'_> {
     }
 
     /// Who holds `STATE/locks/<pkg>.lock` (see [`lock_holder`]).
-    fn package_lock(
-        &self,
-        name: &str,
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-    ) -> Option<Holder> {
+    fn package_lock(&self, name: &str, note: &mut Note<'_>) -> Option<Holder> {
         let path = locks::package_lock_path(&self.rt.state_dir, name);
         lock_holder(self.fs, &path, self.own_pid, note)
     }
@@ -567,7 +563,7 @@ impl Found<'_> {
         &self,
         name: String,
         interrupts: Vec<InterruptStatus>,
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+        note: &mut Note<'_>,
     ) -> (PackageStatus, Vec<StatusError>) {
         let Found {
             fs, rt, own_pid, ..
@@ -602,10 +598,7 @@ impl Found<'_> {
                 match results::read(fs, &results::path(state, &name, &version, mode)) {
                     Ok(Some(record)) => runs.push(record),
                     Ok(None) => {}
-                    Err(e) => note(
-                        &format!("results record {file}"),
-                        &Chain(&e),
-                    ),
+                    Err(e) => note(&format!("results record {file}"), &Chain(&e)),
                 }
             }
             runs.sort_by_cached_key(|r| sort_time(&r.finished));
@@ -651,7 +644,13 @@ fn last_run(versions: &[VersionStatus]) -> Option<(usize, usize)> {
     versions
         .iter()
         .enumerate()
-        .flat_map(|(v, version)| version.runs.iter().enumerate().map(move |(r, run)| ((v, r), run)))
+        .flat_map(|(v, version)| {
+            version
+                .runs
+                .iter()
+                .enumerate()
+                .map(move |(r, run)| ((v, r), run))
+        })
         .filter(|(_, run)| run.mode != RESET_MODE)
         .max_by_key(|(_, run)| sort_time(&run.finished))
         .map(|(at, _)| at)
@@ -667,7 +666,7 @@ fn settle_running(
     (state, own_pid): (&Path, Option<u32>),
     package: &str,
     versions: &mut [VersionStatus],
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    note: &mut Note<'_>,
 ) -> bool {
     let Some((v, r)) = last_run(versions) else {
         return false;
@@ -868,16 +867,9 @@ fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
         .collect()
 }
 
-fn list(
-    fs: &HostFs,
-    dir: &Path,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) -> Vec<String> {
+fn list(fs: &HostFs, dir: &Path, note: &mut Note<'_>) -> Vec<String> {
     fs.list_dir(dir).unwrap_or_else(|e| {
-        note(
-            &format!("listing {}", dir.display()),
-            &Chain(&e),
-        );
+        note(&format!("listing {}", dir.display()), &Chain(&e));
         Vec::new()
     })
 }
@@ -892,13 +884,7 @@ fn is_dir(fs: &HostFs, host_path: &Path) -> bool {
 }
 
 /// Every non-directory below `dir`, as names relative to it (legacy marker names nest).
-fn walk_files(
-    fs: &HostFs,
-    dir: &Path,
-    prefix: &str,
-    out: &mut Vec<String>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) {
+fn walk_files(fs: &HostFs, dir: &Path, prefix: &str, out: &mut Vec<String>, note: &mut Note<'_>) {
     for name in list(fs, dir, note) {
         if is_temp_name(&name) {
             continue;
@@ -923,7 +909,7 @@ fn lock_holder(
     fs: &HostFs,
     path: &Path,
     own_pid: Option<u32>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    note: &mut Note<'_>,
 ) -> Option<Holder> {
     locks::holder(fs, path)
         .unwrap_or_else(|e| {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::{Found, InterruptOperation, InterruptStatus, Verdict, chain, list, lock_holder};
+use super::{Found, InterruptOperation, InterruptStatus, Note, Verdict, chain, list, lock_holder};
 use crate::host::fs::{MARKER_BOUND, is_temp_name};
 use crate::state::interrupt_markers::{self, ATTEMPTS, COMPLETE, PENDING, Pending};
 use crate::state::locks;
@@ -17,7 +17,7 @@ impl Found<'_> {
         &self,
         dir: &Path,
         rid: &str,
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+        note: &mut Note<'_>,
     ) -> InterruptStatus {
         let Found {
             fs, rt, boot_id, ..
@@ -38,20 +38,18 @@ impl Found<'_> {
                 .insert(ext.to_owned());
         }
         // `Err` carries the reason a marker that exists cannot be read.
-        let read = |stem: &str,
-                    ext: &str,
-                    note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
-         -> Result<Option<Vec<u8>>, String> {
-            let path: PathBuf = dir.join(format!("{stem}.{ext}"));
-            match fs.read(&path, MARKER_BOUND) {
-                Ok(bytes) => Ok(bytes),
-                Err(e) => {
-                    let reason = chain(&e);
-                    note(&format!("interrupt marker {}", path.display()), &reason);
-                    Err(reason)
+        let read =
+            |stem: &str, ext: &str, note: &mut Note<'_>| -> Result<Option<Vec<u8>>, String> {
+                let path: PathBuf = dir.join(format!("{stem}.{ext}"));
+                match fs.read(&path, MARKER_BOUND) {
+                    Ok(bytes) => Ok(bytes),
+                    Err(e) => {
+                        let reason = chain(&e);
+                        note(&format!("interrupt marker {}", path.display()), &reason);
+                        Err(reason)
+                    }
                 }
-            }
-        };
+            };
         let mut operations = Vec::new();
         for ((_, _, stem), exts) in stems {
             let attempts = exts
@@ -95,8 +93,13 @@ impl Found<'_> {
                             Pending::BootId(b) => (Some(b), String::new()),
                             Pending::Malformed(text) => (None, text),
                         };
-                        let detail =
-                            pending_words(pending.as_deref(), &text, boot_id, attempts, max_attempts);
+                        let detail = pending_words(
+                            pending.as_deref(),
+                            &text,
+                            boot_id,
+                            attempts,
+                            max_attempts,
+                        );
                         ("pending", pending, detail)
                     }
                 };
