@@ -223,17 +223,12 @@ fn candidate_bases(name: &str) -> [Option<&str>; 4] {
     let mut k = 0;
     for head in heads.into_iter().flatten() {
         for len in STAMP_LENGTHS {
-            let Some(cut) = head.len().checked_sub(len) else {
-                continue;
-            };
-            if !head.is_char_boundary(cut) {
-                continue;
-            }
-            if let Some(base) = head[..cut].strip_suffix('-') {
-                if !out[..k].contains(&Some(base)) {
-                    out[k] = Some(base);
-                    k += 1;
-                }
+            // `get` is `None` off a character boundary: no stamp starts there.
+            let cut = head.len().checked_sub(len);
+            let base = cut.and_then(|cut| head.get(..cut)?.strip_suffix('-'));
+            if let Some(base) = base.filter(|base| !out[..k].contains(&Some(*base))) {
+                out[k] = Some(base);
+                k += 1;
             }
         }
     }
