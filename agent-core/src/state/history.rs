@@ -144,8 +144,7 @@ pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
                     time: e.time,
                 })
                 .collect(),
-            problem: None,
-            corrupt: false,
+            ..History::default()
         },
         Err(why) => History {
             problem: Some(format!("the history file is corrupt: {why}")),

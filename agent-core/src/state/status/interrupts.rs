@@ -3,7 +3,7 @@
 //! loop guard's verdict.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{Found, InterruptOperation, InterruptStatus, Note, Verdict, chain, list, lock_holder};
 use crate::host::fs::{MARKER_BOUND, is_temp_name};
@@ -26,10 +26,8 @@ impl Found<'_> {
         // Keyed by (type, index, name) so `kind_2` sorts before `kind_10`.
         let mut stems: BTreeMap<(String, usize, String), BTreeSet<String>> = BTreeMap::new();
         for name in list(fs, dir, note) {
-            if is_temp_name(&name) {
-                continue;
-            }
-            let Some((stem, ext)) = interrupt_markers::split_name(&name) else {
+            let split = interrupt_markers::split_name(&name).filter(|_| !is_temp_name(&name));
+            let Some((stem, ext)) = split else {
                 continue;
             };
             stems
@@ -40,15 +38,12 @@ impl Found<'_> {
         // `Err` carries the reason a marker that exists cannot be read.
         let read =
             |stem: &str, ext: &str, note: &mut Note<'_>| -> Result<Option<Vec<u8>>, String> {
-                let path: PathBuf = dir.join(format!("{stem}.{ext}"));
-                match fs.read(&path, MARKER_BOUND) {
-                    Ok(bytes) => Ok(bytes),
-                    Err(e) => {
-                        let reason = chain(&e);
-                        note(&format!("interrupt marker {}", path.display()), &reason);
-                        Err(reason)
-                    }
-                }
+                let path = dir.join(format!("{stem}.{ext}"));
+                fs.read(&path, MARKER_BOUND).map_err(|e| {
+                    let reason = chain(&e);
+                    note(&format!("interrupt marker {}", path.display()), &reason);
+                    reason
+                })
             };
         let mut operations = Vec::new();
         for ((_, _, stem), exts) in stems {
