@@ -582,13 +582,8 @@ impl Found<'_> {
         let mut version_status = Vec::new();
         for version in versions {
             let mut markers = Vec::new();
-            walk_files(
-                fs,
-                &rt.package_flags_dir(&name, &version),
-                "",
-                &mut markers,
-                note,
-            );
+            let markers_dir = rt.package_flags_dir(&name, &version);
+            walk_files(fs, &markers_dir, "", &mut markers, note);
             let runs_dir = results_dir.join(&name).join(&version);
             let mut runs = Vec::new();
             for file in list(fs, &runs_dir, note) {
