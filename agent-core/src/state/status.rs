@@ -492,9 +492,7 @@ impl Found<'_> {
         other_interrupts: &[InterruptStatus],
         note: &mut Note<'_>,
     ) {
-        let Found {
-            fs, rt, own_pid, ..
-        } = *self;
+        let Found { fs, rt, .. } = *self;
         let state = &rt.state_dir;
         let locks_dir = state.join("locks");
         for name in list(fs, &locks_dir, note) {
@@ -514,8 +512,7 @@ impl Found<'_> {
                     if known {
                         continue;
                     }
-                    let path = locks::interrupt_lock_path(state, rid);
-                    if let Some(holder) = lock_holder(fs, &path, own_pid, note) {
+                    if let Some(holder) = self.interrupt_lock(rid, note) {
                         names.insert(parsed.package.clone());
                         by_package
                             .entry(parsed.package)
@@ -558,6 +555,51 @@ impl Found<'_> {
         lock_holder(self.fs, &path, self.own_pid, note)
     }
 
+    /// Who holds `STATE/locks/interrupt-<RID>.lock` (see [`lock_holder`]).
+    fn interrupt_lock(&self, rid: &str, note: &mut Note<'_>) -> Option<Holder> {
+        let path = locks::interrupt_lock_path(&self.rt.state_dir, rid);
+        lock_holder(self.fs, &path, self.own_pid, note)
+    }
+
+    /// SPEC §8.12: whether the package's last run, whose record says `running`, is still
+    /// running: its lock (the package's, or its interrupt resource's) has a holder now, after
+    /// the record was read. Without one the run may have ended in between, so the record is
+    /// read again; if it still says `running`, the run ended without recording its result (it
+    /// was killed, or its final record could not be written), and it is judged as such.
+    fn settle_running(
+        &self,
+        package: &str,
+        versions: &mut [VersionStatus],
+        note: &mut Note<'_>,
+    ) -> bool {
+        let Some((v, r)) = last_run(versions) else {
+            return false;
+        };
+        let VersionStatus { version, runs, .. } = &mut versions[v];
+        let run = &mut runs[r];
+        if !run.is_running() {
+            return false;
+        }
+        // The resource ID comes from a file: it names a lock only if it is one path component.
+        let holder = if run.mode == INTERRUPT_MODE {
+            is_single_component(&run.resource_id)
+                .then(|| self.interrupt_lock(&run.resource_id, note))
+                .flatten()
+        } else {
+            self.package_lock(package, note)
+        };
+        if holder.is_some() {
+            return true;
+        }
+        if is_single_component(&run.mode) {
+            let file = results::path(&self.rt.state_dir, package, version, &run.mode);
+            if let Ok(Some(again)) = results::read(self.fs, &file) {
+                *run = again;
+            }
+        }
+        false
+    }
+
     /// One package: its history, versions, markers, runs, lock and verdict, and its errors.
     fn package(
         &self,
@@ -565,9 +607,7 @@ impl Found<'_> {
         interrupts: Vec<InterruptStatus>,
         note: &mut Note<'_>,
     ) -> (PackageStatus, Vec<StatusError>) {
-        let Found {
-            fs, rt, own_pid, ..
-        } = *self;
+        let Found { fs, rt, .. } = *self;
         let state = &rt.state_dir;
         let (flags, results_dir) = (rt.flags_dir(), state.join("results"));
         let history = self.history(&name, note);
@@ -604,7 +644,7 @@ impl Found<'_> {
             });
         }
         let lock = self.package_lock(&name, note);
-        let live = settle_running(fs, (state, own_pid), &name, &mut version_status, note);
+        let live = self.settle_running(&name, &mut version_status, note);
         let last_run = version_status
             .iter()
             .flat_map(|v| v.runs.iter())
@@ -651,51 +691,12 @@ fn last_run(versions: &[VersionStatus]) -> Option<(usize, usize)> {
         .map(|(at, _)| at)
 }
 
-/// SPEC §8.12: whether the package's last run, whose record says `running`, is still running:
-/// its lock (the package's, or its interrupt resource's) has a holder now, after the record was
-/// read. Without one the run may have ended in between, so the record is read again; if it
-/// still says `running`, the run ended without recording its result (it was killed, or its
-/// final record could not be written), and it is judged as such.
-fn settle_running(
-    fs: &HostFs,
-    (state, own_pid): (&Path, Option<u32>),
-    package: &str,
-    versions: &mut [VersionStatus],
-    note: &mut Note<'_>,
-) -> bool {
-    let Some((v, r)) = last_run(versions) else {
-        return false;
-    };
-    let VersionStatus { version, runs, .. } = &mut versions[v];
-    let run = &mut runs[r];
-    if !run.is_running() {
-        return false;
-    }
-    // The resource ID comes from a file: it names a lock only if it is one path component.
-    let lock = if run.mode == INTERRUPT_MODE {
-        is_single_component(&run.resource_id)
-            .then(|| locks::interrupt_lock_path(state, &run.resource_id))
-    } else {
-        Some(locks::package_lock_path(state, package))
-    };
-    if lock.is_some_and(|lock| lock_holder(fs, &lock, own_pid, note).is_some()) {
-        return true;
-    }
-    if is_single_component(&run.mode) {
-        let file = results::path(state, package, version, &run.mode);
-        if let Ok(Some(again)) = results::read(fs, &file) {
-            *run = again;
-        }
-    }
-    false
-}
-
 /// The mode of an interrupt run's results record.
 const INTERRUPT_MODE: &str = "interrupt";
 
 /// The run a package's verdict is judged by: its most recent stage or interrupt run (an
 /// `agent reset` record is bookkeeping, not a run) once it is no longer running (see
-/// [`settle_running`]), and the `agent reset` recorded after it, if any.
+/// [`Found::settle_running`]), and the `agent reset` recorded after it, if any.
 #[derive(Clone, Copy)]
 struct LastRun<'a> {
     run: &'a ResultsRecord,
@@ -899,7 +900,7 @@ fn walk_files(fs: &HostFs, dir: &Path, prefix: &str, out: &mut Vec<String>, note
 }
 
 /// Who holds a lock, noting a lock that cannot be probed. A holder that is process
-/// `own_pid` does not count (see [`collect_as`]).
+/// `own_pid` does not count (see [`Scope::own_pid`]).
 fn lock_holder(
     fs: &HostFs,
     path: &Path,

@@ -5,10 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{Found, InterruptOperation, InterruptStatus, Note, Verdict, chain, list, lock_holder};
+use super::{Found, InterruptOperation, InterruptStatus, Note, Verdict, chain, list};
 use crate::host::fs::{MARKER_BOUND, is_temp_name};
 use crate::state::interrupt_markers::{self, ATTEMPTS, COMPLETE, PENDING, Pending};
-use crate::state::locks;
 
 impl Found<'_> {
     /// The markers of interrupt resource `rid` in `dir`, judged by the boot ID and the loop
@@ -123,12 +122,7 @@ impl Found<'_> {
             };
             operations.push(op);
         }
-        let lock = lock_holder(
-            fs,
-            &locks::interrupt_lock_path(&rt.state_dir, rid),
-            self.own_pid,
-            note,
-        );
+        let lock = self.interrupt_lock(rid, note);
         let status = if lock.is_some() {
             Verdict::Running
         } else if operations.iter().any(operation_failed) {
