@@ -653,19 +653,13 @@ impl Text<'_> {
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
         let _ = self.write_str(name);
-        if !labels.is_empty() {
-            let _ = self.write_char('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    let _ = self.write_char(',');
-                }
-                let _ = write!(self, "{k}=\"");
-                write_escaped_label(self, v);
-                let _ = self.write_char('"');
-            }
-            let _ = self.write_char('}');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            let _ = write!(self, "{}{k}=\"", if i == 0 { '{' } else { ',' });
+            write_escaped_label(self, v);
+            let _ = self.write_char('"');
         }
-        let _ = writeln!(self, " {value}");
+        let close = if labels.is_empty() { "" } else { "}" };
+        let _ = writeln!(self, "{close} {value}");
     }
 }
 
