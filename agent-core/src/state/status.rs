@@ -536,17 +536,14 @@ impl Found<'_> {
 
     /// The package's version history; what keeps it from being read is its `problem`.
     fn history(&self, name: &str, note: &mut Note<'_>) -> History {
-        match history::inspect(self.fs, &self.rt.history_file(name)) {
-            Ok(h) => h,
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("history of {name}"), &reason);
-                History {
-                    problem: Some(format!("the history file cannot be read: {reason}")),
-                    ..History::default()
-                }
+        history::inspect(self.fs, &self.rt.history_file(name)).unwrap_or_else(|e| {
+            let reason = chain(&e);
+            note(&format!("history of {name}"), &reason);
+            History {
+                problem: Some(format!("the history file cannot be read: {reason}")),
+                ..History::default()
             }
-        }
+        })
     }
 
     /// Who holds `STATE/locks/<pkg>.lock` (see [`lock_holder`]).
