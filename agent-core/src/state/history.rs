@@ -130,11 +130,9 @@ pub fn current_version(fs: &HostFs, file: &Path) -> Result<Option<String>, HostF
 /// Read the ledger without moving an unusable file aside: reading state never repairs it
 /// (`agent status` and `agent plan` report; the next run that needs the file moves it).
 pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
-    let Some(parsed) = read_ledger(fs, file)? else {
-        return Ok(History::default());
-    };
-    Ok(match parsed {
-        Ok(ledger) => History {
+    Ok(match read_ledger(fs, file)? {
+        None => History::default(),
+        Some(Ok(ledger)) => History {
             current_version: known(ledger.current_version),
             entries: ledger
                 .history
@@ -146,7 +144,7 @@ pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
                 .collect(),
             ..History::default()
         },
-        Err(why) => History {
+        Some(Err(why)) => History {
             problem: Some(format!("the history file is corrupt: {why}")),
             corrupt: true,
             ..History::default()
@@ -178,12 +176,10 @@ pub fn record(fs: &HostFs, file: &Path, version: &str, now: SystemTime) -> Resul
 /// backup) so the evidence survives the fresh ledger written later, as the Python agent did
 /// with an empty or unparsable one.
 fn load(fs: &HostFs, file: &Path) -> Result<Option<Ledger>, HostFsError> {
-    let Some(parsed) = read_ledger(fs, file)? else {
-        return Ok(None);
-    };
-    match parsed {
-        Ok(ledger) => Ok(Some(ledger)),
-        Err(err) => {
+    match read_ledger(fs, file)? {
+        None => Ok(None),
+        Some(Ok(ledger)) => Ok(Some(ledger)),
+        Some(Err(err)) => {
             let backup = backup_path(file)?;
             fs.rename(file, &backup)?;
             tracing::warn!(
