@@ -842,19 +842,16 @@ fn run_errors(package: &str, run: &ResultsRecord, record: &Path) -> Vec<StatusEr
 
 /// Interrupt operations that cannot be trusted or that the loop guard will refuse.
 fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
+    let record = interrupt_markers::resource_dir(state, &i.resource_id);
     i.operations
         .iter()
         .filter(|op| operation_failed(op))
         .map(|op| StatusError {
             package: Some(i.resource_id.clone()),
-            mode: Some("interrupt".into()),
+            mode: Some(INTERRUPT_MODE.into()),
             step: Some(op.operation.clone()),
             message: op.detail.clone(),
-            record: Some(
-                interrupt_markers::resource_dir(state, &i.resource_id)
-                    .display()
-                    .to_string(),
-            ),
+            record: Some(record.display().to_string()),
             ..StatusError::default()
         })
         .collect()
