@@ -81,23 +81,19 @@ impl LogIndex {
     /// `interrupts/<type>`). Nothing is read until a step's log is first created or pruned;
     /// then its whole directory is read once for every registered step in it.
     pub fn new<'a>(dir: &Path, rels: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut index = Self {
-            dir: dir.to_path_buf(),
-            dirs: HashMap::new(),
-        };
-        for rel in rels {
-            // A path that is not relative is refused when its log is created.
-            if let Ok(step) = StepLogs::new(dir, rel) {
-                index
-                    .dirs
-                    .entry(step.dir)
-                    .or_default()
-                    .steps
-                    .entry(step.base.into())
-                    .or_default();
-            }
+        let mut dirs: HashMap<PathBuf, IndexedDir> = HashMap::new();
+        // A path that is not relative is refused when its log is created.
+        let registered = rels
+            .into_iter()
+            .filter_map(|rel| StepLogs::new(dir, rel).ok());
+        for step in registered {
+            let steps = &mut dirs.entry(step.dir).or_default().steps;
+            steps.entry(step.base.into()).or_default();
         }
-        index
+        Self {
+            dir: dir.to_path_buf(),
+            dirs,
+        }
     }
 
     /// The indexed logs of `step`, reading its directory if this run has not yet.

@@ -202,8 +202,7 @@ pub fn record(
     metrics.fold(run);
     // Each file is written as it is produced, one at a time: with a line per series of every
     // step, holding them whole would make the agent's peak memory grow with the package.
-    let metrics_dir = dir(state_dir);
-    fs.clean_stale_temps(&metrics_dir);
+    fs.clean_stale_temps(&dir(state_dir));
     if let Err(e) = super::write_json_diagnostic(fs, &sidecar, &metrics, 0o600) {
         written.failures.push((sidecar, e));
     }
