@@ -342,16 +342,14 @@ impl PackageMetrics {
         out: &mut dyn io::Write,
     ) -> io::Result<()> {
         let mut out = Text { out, error: None };
+        let name = "skyhook_agent_build_info";
         out.family(
-            "skyhook_agent_build_info",
+            name,
             "gauge",
             "Version and git commit of the agent that wrote this file; always 1.",
         );
-        out.sample(
-            "skyhook_agent_build_info",
-            &[("version", agent_version), ("git_sha", git_sha)],
-            "1",
-        );
+        let labels = [("version", agent_version), ("git_sha", git_sha)];
+        out.sample(name, &labels, "1");
         self.render_status(&mut out);
         self.render_stages(&mut out);
         self.render_operations(&mut out);
