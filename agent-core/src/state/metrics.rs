@@ -211,18 +211,17 @@ pub fn record(
         metrics.render_into(build, &mut out)?;
         out.flush()
     };
-    let prom = prom_path(state_dir, package);
-    match fs.write_diagnostic_with(&prom, PROM_MODE, true, render) {
-        Ok(()) => written.files.push(prom),
-        Err(e) => written.failures.push((prom, e)),
-    }
-    if let Some(dir) = textfile_dir {
-        let file = dir.join(textfile_name(package));
-        fs.clean_stale_temps(dir);
-        match fs.write_diagnostic_with(&file, PROM_MODE, false, render) {
+    let mut write_prom = |file: PathBuf, create_dirs: bool| {
+        let result = fs.write_diagnostic_with(&file, PROM_MODE, create_dirs, render);
+        match result {
             Ok(()) => written.files.push(file),
             Err(e) => written.failures.push((file, e)),
         }
+    };
+    write_prom(prom_path(state_dir, package), true);
+    if let Some(dir) = textfile_dir {
+        fs.clean_stale_temps(dir);
+        write_prom(dir.join(textfile_name(package)), false);
     }
     written
 }

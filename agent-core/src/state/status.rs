@@ -337,10 +337,6 @@ pub struct Standing {
 
 /// [`collect`], limited to `scope`.
 pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus {
-    let Scope {
-        package: only,
-        own_pid,
-    } = scope;
     let mut problems = Vec::new();
     let state = &rt.state_dir;
     let flags = rt.flags_dir();
@@ -362,13 +358,13 @@ pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus
     let found = Found {
         fs,
         rt,
-        only,
-        own_pid,
+        only: scope.package,
+        own_pid: scope.own_pid,
         boot_id: boot_id.as_deref(),
     };
     let (mut by_package, other_interrupts) = found.interrupts(&mut names, &mut note);
 
-    names.retain(|name| only.is_none_or(|p| p == name));
+    names.retain(|name| scope.package.is_none_or(|p| p == name));
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
