@@ -308,7 +308,10 @@ pub async fn acquire(
             Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => {
                 file = f;
                 if !logged {
-                    let holder = holder_line(&mut file);
+                    // Who holds it: the lock file's first line, if it has one.
+                    let text = read_holder(&mut file);
+                    let holder = text.lines().next().map(str::trim).filter(|l| !l.is_empty());
+                    let holder = holder.unwrap_or("unknown");
                     info!(lock = %shown, holder = %holder, "waiting for another agent to release the lock");
                     logged = true;
                 }
@@ -369,17 +372,6 @@ fn read_holder(file: &mut File) -> String {
     let _ = file.seek(SeekFrom::Start(0));
     let _ = file.take(MAX_LOCK_TEXT as u64).read_to_end(&mut bytes);
     String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// Who holds the lock, for the waiting message.
-fn holder_line(file: &mut File) -> String {
-    let text = read_holder(file);
-    let line = text.lines().next().unwrap_or_default().trim();
-    if line.is_empty() {
-        "unknown".to_owned()
-    } else {
-        line.to_owned()
-    }
 }
 
 /// Who holds a lock, as the holder wrote it into the lock file (`pid=… boot_id=… started=…`,
