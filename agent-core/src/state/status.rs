@@ -418,8 +418,7 @@ fn package_names(
             names.insert(name.clone());
         }
     }
-    let history_dir = state.join("history");
-    for name in list(fs, &history_dir, note) {
+    for name in list(fs, &state.join("history"), note) {
         if let Some(pkg) = name.strip_suffix(".json").filter(|_| !is_temp_name(&name)) {
             names.insert(pkg.to_owned());
         }
@@ -488,10 +487,8 @@ impl Found<'_> {
         other_interrupts: &[InterruptStatus],
         note: &mut Note<'_>,
     ) {
-        let Found { fs, rt, .. } = *self;
-        let state = &rt.state_dir;
-        let locks_dir = state.join("locks");
-        for name in list(fs, &locks_dir, note) {
+        let locks_dir = self.rt.state_dir.join("locks");
+        for name in list(self.fs, &locks_dir, note) {
             let Some(stem) = name.strip_suffix(".lock").filter(|_| !is_temp_name(&name)) else {
                 continue;
             };
