@@ -72,28 +72,21 @@ impl History {
 
 /// Why a ledger file cannot be used: each means "unknown" (SPEC §5, §8.9), and the file is moved
 /// to `.backup` with a warning the next time a run reads it.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Corruption {
     /// Empty or whitespace only (what a crash or a full disk leaves).
+    #[error("the file is empty")]
     Empty,
     /// JSON of the ledger's shape whose `current-version` is missing, null or blank: the one
     /// value the file exists for.
+    #[error("no current-version")]
     NoCurrentVersion,
     /// Not JSON of the ledger's shape.
+    #[error(transparent)]
     Json(serde_json::Error),
     /// Larger than any ledger (SPEC §5): not read.
+    #[error(transparent)]
     TooLarge(HostFsError),
-}
-
-impl std::fmt::Display for Corruption {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Empty => f.write_str("the file is empty"),
-            Self::NoCurrentVersion => f.write_str("no current-version"),
-            Self::Json(err) => err.fmt(f),
-            Self::TooLarge(err) => err.fmt(f),
-        }
-    }
 }
 
 /// SPEC §8.9 formats: this agent's indented JSON and the Python agent's compact one. Only a
@@ -137,11 +130,9 @@ pub fn current_version(fs: &HostFs, file: &Path) -> Result<Option<String>, HostF
 /// Read the ledger without moving an unusable file aside: reading state never repairs it
 /// (`agent status` and `agent plan` report; the next run that needs the file moves it).
 pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
-    let Some(parsed) = read_ledger(fs, file)? else {
-        return Ok(History::default());
-    };
-    Ok(match parsed {
-        Ok(ledger) => History {
+    Ok(match read_ledger(fs, file)? {
+        None => History::default(),
+        Some(Ok(ledger)) => History {
             current_version: known(ledger.current_version),
             entries: ledger
                 .history
@@ -151,10 +142,9 @@ pub fn inspect(fs: &HostFs, file: &Path) -> Result<History, HostFsError> {
                     time: e.time,
                 })
                 .collect(),
-            problem: None,
-            corrupt: false,
+            ..History::default()
         },
-        Err(why) => History {
+        Some(Err(why)) => History {
             problem: Some(format!("the history file is corrupt: {why}")),
             corrupt: true,
             ..History::default()
@@ -186,12 +176,10 @@ pub fn record(fs: &HostFs, file: &Path, version: &str, now: SystemTime) -> Resul
 /// backup) so the evidence survives the fresh ledger written later, as the Python agent did
 /// with an empty or unparsable one.
 fn load(fs: &HostFs, file: &Path) -> Result<Option<Ledger>, HostFsError> {
-    let Some(parsed) = read_ledger(fs, file)? else {
-        return Ok(None);
-    };
-    match parsed {
-        Ok(ledger) => Ok(Some(ledger)),
-        Err(err) => {
+    match read_ledger(fs, file)? {
+        None => Ok(None),
+        Some(Ok(ledger)) => Ok(Some(ledger)),
+        Some(Err(err)) => {
             let backup = backup_path(file)?;
             fs.rename(file, &backup)?;
             tracing::warn!(

@@ -161,7 +161,8 @@ impl OperationMarkers {
 
     /// The completion marker's file name.
     pub fn complete_name(&self) -> String {
-        file_name(&self.complete)
+        let name = self.complete.file_name().unwrap_or_default();
+        name.to_string_lossy().into_owned()
     }
 
     /// Whether the operation is complete: its marker is a regular file that is not corrupt
@@ -228,12 +229,6 @@ impl OperationMarkers {
     ) -> Result<(), HostFsError> {
         fs.write_atomic(&self.attempts, attempts_contents(boot_id, count).as_bytes())
     }
-}
-
-fn file_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

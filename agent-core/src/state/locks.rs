@@ -52,6 +52,24 @@ pub enum LockError {
     Stopped,
 }
 
+impl LockError {
+    /// [`LockError::Open`] of the lock file at `host_path`, for `map_err`.
+    fn open(host_path: &Path) -> impl FnOnce(HostFsError) -> Self + '_ {
+        |source| Self::Open {
+            path: host_path.display().to_string(),
+            source,
+        }
+    }
+
+    /// [`LockError::Lock`] of the lock file at `host_path`.
+    fn lock(host_path: &Path, errno: Errno) -> Self {
+        Self::Lock {
+            path: host_path.display().to_string(),
+            source: errno.into(),
+        }
+    }
+}
+
 /// A held lock; released when dropped (or when the process dies).
 #[derive(Debug)]
 pub struct Lock {
@@ -99,9 +117,6 @@ impl LockFileRecorder {
     }
 }
 
-/// Replace the lock file's text in place (a new file would be a new inode, outside the lock):
-/// one write covering the old text (padded with spaces), then the new length. A kill in
-/// between leaves trailing spaces, never a record cut short or a stale line.
 /// The holder line this process writes into a lock it takes (read back by [`Holder::parse`]).
 fn holder_text(boot_id: Option<&str>) -> String {
     format!(
@@ -112,6 +127,9 @@ fn holder_text(boot_id: Option<&str>) -> String {
     )
 }
 
+/// Replace the lock file's text in place (a new file would be a new inode, outside the lock):
+/// one write covering the old text (padded with spaces), then the new length. A kill in
+/// between leaves trailing spaces, never a record cut short or a stale line.
 fn overwrite(file: &File, text: &str) -> std::io::Result<()> {
     overwrite_from(file, file.metadata()?.len(), text)
 }
@@ -282,10 +300,7 @@ pub async fn acquire(
     let shown = host_path.display().to_string();
     let mut file = fs
         .open_lock_file(host_path)
-        .map_err(|source| LockError::Open {
-            path: shown.clone(),
-            source,
-        })?;
+        .map_err(LockError::open(host_path))?;
     let mut logged = false;
     let mut flock = loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -293,7 +308,10 @@ pub async fn acquire(
             Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => {
                 file = f;
                 if !logged {
-                    let holder = holder_line(&mut file);
+                    // Who holds it: the lock file's first line, if it has one.
+                    let text = read_holder(&mut file);
+                    let holder = text.lines().next().map(str::trim).filter(|l| !l.is_empty());
+                    let holder = holder.unwrap_or("unknown");
                     info!(lock = %shown, holder = %holder, "waiting for another agent to release the lock");
                     logged = true;
                 }
@@ -302,12 +320,7 @@ pub async fn acquire(
                     () = tokio::time::sleep(POLL) => {}
                 }
             }
-            Err((_, errno)) => {
-                return Err(LockError::Lock {
-                    path: shown,
-                    source: errno.into(),
-                });
-            }
+            Err((_, errno)) => return Err(LockError::lock(host_path, errno)),
         }
     };
     let previous = read_holder(&mut flock);
@@ -361,17 +374,6 @@ fn read_holder(file: &mut File) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Who holds the lock, for the waiting message.
-fn holder_line(file: &mut File) -> String {
-    let text = read_holder(file);
-    let line = text.lines().next().unwrap_or_default().trim();
-    if line.is_empty() {
-        "unknown".to_owned()
-    } else {
-        line.to_owned()
-    }
-}
-
 /// Who holds a lock, as the holder wrote it into the lock file (`pid=… boot_id=… started=…`,
 /// and while an operation runs, a `running: … operation="…"` line).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -419,22 +421,17 @@ impl Holder {
 /// there is no lock file. Read-only: the file is never created, and the probe is a shared
 /// lock held for an instant (an agent taking the lock in that instant waits one poll).
 pub fn holder(fs: &HostFs, host_path: &Path) -> Result<Option<Holder>, LockError> {
-    let shown = host_path.display().to_string();
-    let open_err = |source| LockError::Open {
-        path: shown.clone(),
-        source,
-    };
-    let Some(mut file) = fs.open_file(host_path).map_err(open_err)? else {
+    let Some(mut file) = fs
+        .open_file(host_path)
+        .map_err(LockError::open(host_path))?
+    else {
         return Ok(None);
     };
     let text = read_holder(&mut file);
     match Flock::lock(file, FlockArg::LockSharedNonblock) {
         Ok(_released_on_drop) => Ok(None),
         Err((_, Errno::EWOULDBLOCK)) => Ok(Some(Holder::parse(&text))),
-        Err((_, errno)) => Err(LockError::Lock {
-            path: shown,
-            source: errno.into(),
-        }),
+        Err((_, errno)) => Err(LockError::lock(host_path, errno)),
     }
 }
 
@@ -459,13 +456,9 @@ pub fn try_acquire(
     host_path: &Path,
     boot_id: Option<&str>,
 ) -> Result<TryLock, LockError> {
-    let shown = host_path.display().to_string();
     let file = fs
         .open_lock_file(host_path)
-        .map_err(|source| LockError::Open {
-            path: shown.clone(),
-            source,
-        })?;
+        .map_err(LockError::open(host_path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
             let _ = overwrite(&flock, &holder_text(boot_id));
@@ -474,10 +467,7 @@ pub fn try_acquire(
         Err((mut file, Errno::EWOULDBLOCK)) => {
             Ok(TryLock::Busy(Holder::parse(&read_holder(&mut file))))
         }
-        Err((_, errno)) => Err(LockError::Lock {
-            path: shown,
-            source: errno.into(),
-        }),
+        Err((_, errno)) => Err(LockError::lock(host_path, errno)),
     }
 }
 

@@ -81,23 +81,19 @@ impl LogIndex {
     /// `interrupts/<type>`). Nothing is read until a step's log is first created or pruned;
     /// then its whole directory is read once for every registered step in it.
     pub fn new<'a>(dir: &Path, rels: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut index = Self {
-            dir: dir.to_path_buf(),
-            dirs: HashMap::new(),
-        };
-        for rel in rels {
-            // A path that is not relative is refused when its log is created.
-            if let Ok(step) = StepLogs::new(dir, rel) {
-                index
-                    .dirs
-                    .entry(step.dir)
-                    .or_default()
-                    .steps
-                    .entry(step.base.into())
-                    .or_default();
-            }
+        let mut dirs: HashMap<PathBuf, IndexedDir> = HashMap::new();
+        // A path that is not relative is refused when its log is created.
+        let registered = rels
+            .into_iter()
+            .filter_map(|rel| StepLogs::new(dir, rel).ok());
+        for step in registered {
+            let steps = &mut dirs.entry(step.dir).or_default().steps;
+            steps.entry(step.base.into()).or_default();
         }
-        index
+        Self {
+            dir: dir.to_path_buf(),
+            dirs,
+        }
     }
 
     /// The indexed logs of `step`, reading its directory if this run has not yet.
@@ -121,11 +117,7 @@ impl LogIndex {
             dir.listed = true;
         } else if !dir.steps.contains_key(step.base.as_str()) {
             // Not registered up front: read the directory again, for this step alone.
-            let mut logs = Vec::new();
-            fs.visit_dir(&step.dir, |name| {
-                logs.extend(parse_log_name(&step.base, name));
-            })?;
-            dir.steps.insert(step.base.as_str().into(), logs);
+            dir.steps.insert(step.base.as_str().into(), step.read(fs)?);
         }
         Ok(dir
             .steps
@@ -178,13 +170,7 @@ impl LogIndex {
         if logs.len() <= keep {
             return Ok(());
         }
-        // Newest first; the name breaks ties (a legacy and a new stamp of the same second) so
-        // the outcome does not depend on directory order.
-        logs.sort_by(|a, b| {
-            (b.nanos(), b.index)
-                .cmp(&(a.nanos(), a.index))
-                .then_with(|| step.name_of(*b).cmp(&step.name_of(*a)))
-        });
+        step.newest_first(logs);
         let surplus = logs.split_off(keep);
         // Remove every surplus log even if one fails, then report the first failure: the
         // other deletions are still worth doing, and a log that could not be removed stays
@@ -209,15 +195,8 @@ impl LogIndex {
 /// exactly that operation are left out. `Ok` and empty when there are none.
 pub fn logs_of(fs: &HostFs, dir: &Path, rel: &str) -> Result<Vec<PathBuf>, HostFsError> {
     let step = StepLogs::new(dir, rel)?;
-    let mut logs = Vec::new();
-    fs.visit_dir(&step.dir, |name| {
-        logs.extend(parse_log_name(&step.base, name));
-    })?;
-    logs.sort_by(|a, b| {
-        (b.nanos(), b.index)
-            .cmp(&(a.nanos(), a.index))
-            .then_with(|| step.name_of(*b).cmp(&step.name_of(*a)))
-    });
+    let mut logs = step.read(fs)?;
+    step.newest_first(&mut logs);
     Ok(logs
         .into_iter()
         .map(|log| step.dir.join(step.name_of(log)))
@@ -240,17 +219,12 @@ fn candidate_bases(name: &str) -> [Option<&str>; 4] {
     let mut k = 0;
     for head in heads.into_iter().flatten() {
         for len in STAMP_LENGTHS {
-            let Some(cut) = head.len().checked_sub(len) else {
-                continue;
-            };
-            if !head.is_char_boundary(cut) {
-                continue;
-            }
-            if let Some(base) = head[..cut].strip_suffix('-') {
-                if !out[..k].contains(&Some(base)) {
-                    out[k] = Some(base);
-                    k += 1;
-                }
+            // `get` is `None` off a character boundary: no stamp starts there.
+            let cut = head.len().checked_sub(len);
+            let base = cut.and_then(|cut| head.get(..cut)?.strip_suffix('-'));
+            if let Some(base) = base.filter(|base| !out[..k].contains(&Some(*base))) {
+                out[k] = Some(base);
+                k += 1;
             }
         }
     }
@@ -320,6 +294,26 @@ impl StepLogs {
         } else {
             format!("{}-{stamp}-{index}.log", self.base)
         }
+    }
+
+    /// The logs of this step alone, read from its directory.
+    fn read(&self, fs: &HostFs) -> Result<Vec<Entry>, HostFsError> {
+        let mut logs = Vec::new();
+        fs.visit_dir(&self.dir, |name| {
+            logs.extend(parse_log_name(&self.base, name));
+        })?;
+        Ok(logs)
+    }
+
+    /// Sort `logs` newest first, as retention orders them (SPEC §8.10): by the parsed
+    /// timestamp, then the collision index; the name breaks ties (a legacy and a new stamp of
+    /// the same second) so the outcome does not depend on directory order.
+    fn newest_first(&self, logs: &mut [Entry]) {
+        logs.sort_by(|a, b| {
+            (b.nanos(), b.index)
+                .cmp(&(a.nanos(), a.index))
+                .then_with(|| self.name_of(*b).cmp(&self.name_of(*a)))
+        });
     }
 
     /// The name `log` was read from.

@@ -16,7 +16,7 @@
 //! docs/metrics.md.
 
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -194,85 +194,52 @@ pub fn record(
     let package = run.record.package.as_str();
     let mut written = Written::default();
     let sidecar = sidecar_path(state_dir, package);
-    // Parsed as it is read: a large package's sidecar (about 300 bytes per step) is never
-    // held whole beside what it is parsed into.
-    let mut metrics = match fs.open_bounded(&sidecar, RECORD_BOUND) {
-        Ok(Some(file)) => {
-            match serde_json::from_reader::<_, PackageMetrics>(std::io::BufReader::new(file)) {
-                Ok(m) if m.package == package => m,
-                Ok(_) => {
-                    written.sidecar_problem = Some("it belongs to another package".into());
-                    PackageMetrics::default()
-                }
-                Err(e) => {
-                    written.sidecar_problem = Some(e.to_string());
-                    PackageMetrics::default()
-                }
-            }
-        }
-        Ok(None) => PackageMetrics::default(),
-        Err(e) => {
-            written.sidecar_problem = Some(crate::host::errors::Chain(&e).to_string());
-            PackageMetrics::default()
-        }
-    };
+    let mut metrics = read_sidecar(fs, &sidecar, package).unwrap_or_else(|problem| {
+        written.sidecar_problem = Some(problem);
+        PackageMetrics::default()
+    });
     package.clone_into(&mut metrics.package);
     metrics.fold(run);
     // Each file is written as it is produced, one at a time: with a line per series of every
     // step, holding them whole would make the agent's peak memory grow with the package.
-    let metrics_dir = dir(state_dir);
-    fs.clean_stale_temps(&metrics_dir);
+    fs.clean_stale_temps(&dir(state_dir));
     if let Err(e) = super::write_json_diagnostic(fs, &sidecar, &metrics, 0o600) {
         written.failures.push((sidecar, e));
     }
-    let render = |file: &mut std::fs::File| render_to_file(&metrics, build, file);
-    let prom = prom_path(state_dir, package);
-    match fs.write_diagnostic_with(&prom, PROM_MODE, true, render) {
-        Ok(()) => written.files.push(prom),
-        Err(e) => written.failures.push((prom, e)),
-    }
-    if let Some(dir) = textfile_dir {
-        let file = dir.join(textfile_name(package));
-        fs.clean_stale_temps(dir);
-        match fs.write_diagnostic_with(&file, PROM_MODE, false, render) {
+    let render = |file: &mut std::fs::File| {
+        let mut out = io::BufWriter::new(file);
+        metrics.render_into(build, &mut out)?;
+        out.flush()
+    };
+    let mut write_prom = |file: PathBuf, create_dirs: bool| {
+        let result = fs.write_diagnostic_with(&file, PROM_MODE, create_dirs, render);
+        match result {
             Ok(()) => written.files.push(file),
             Err(e) => written.failures.push((file, e)),
         }
+    };
+    write_prom(prom_path(state_dir, package), true);
+    if let Some(dir) = textfile_dir {
+        fs.clean_stale_temps(dir);
+        write_prom(dir.join(textfile_name(package)), false);
     }
     written
 }
 
-/// The text format written through a buffer into `file`.
-fn render_to_file(
-    metrics: &PackageMetrics,
-    build: (&str, &str),
-    file: &mut std::fs::File,
-) -> io::Result<()> {
-    /// `fmt::Write` over an `io::Write`, keeping the first I/O error.
-    struct Sink<W> {
-        out: W,
-        error: Option<io::Error>,
-    }
-    impl<W: io::Write> fmt::Write for Sink<W> {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            if self.error.is_some() {
-                return Err(fmt::Error);
-            }
-            self.out.write_all(s.as_bytes()).map_err(|e| {
-                self.error = Some(e);
-                fmt::Error
-            })
-        }
-    }
-    let mut sink = Sink {
-        out: io::BufWriter::new(file),
-        error: None,
+/// The sidecar of `package` at `file`, empty when there is none, or why it cannot be read as
+/// ours. Parsed as it is read: a large package's sidecar (about 300 bytes per step) is never
+/// held whole beside what it is parsed into.
+fn read_sidecar(fs: &HostFs, file: &Path, package: &str) -> Result<PackageMetrics, String> {
+    let opened = fs.open_bounded(file, RECORD_BOUND);
+    let Some(file) = opened.map_err(|e| crate::host::errors::Chain(&e).to_string())? else {
+        return Ok(PackageMetrics::default());
     };
-    metrics.render_into(build, &mut sink);
-    match sink.error {
-        Some(e) => Err(e),
-        None => sink.out.flush(),
+    let metrics: PackageMetrics =
+        serde_json::from_reader(io::BufReader::new(file)).map_err(|e| e.to_string())?;
+    if metrics.package != package {
+        return Err("it belongs to another package".into());
     }
+    Ok(metrics)
 }
 
 fn unix_micros(t: SystemTime) -> u64 {
@@ -360,33 +327,33 @@ impl PackageMetrics {
     /// The text format, families in a fixed order, series sorted.
     #[cfg(test)]
     pub(crate) fn render(&self, build: (&str, &str)) -> String {
-        let mut text = String::new();
-        self.render_into(build, &mut text);
-        text
+        let mut text = Vec::new();
+        self.render_into(build, &mut text)
+            .expect("writing to memory");
+        String::from_utf8(text).expect("the text format is UTF-8")
     }
 
-    /// [`render`](Self::render) into `sink`, as it goes: a file written through it never has
-    /// the whole text in memory (about 1 KiB per step).
+    /// [`render`](Self::render) into `out`, as it goes: a file written through it never has
+    /// the whole text in memory (about 1 KiB per step). The first I/O error ends the writing.
     pub(crate) fn render_into(
         &self,
         (agent_version, git_sha): (&str, &str),
-        sink: &mut dyn fmt::Write,
-    ) {
-        let mut out = Text(sink);
+        out: &mut dyn io::Write,
+    ) -> io::Result<()> {
+        let mut out = Text { out, error: None };
+        let name = "skyhook_agent_build_info";
         out.family(
-            "skyhook_agent_build_info",
+            name,
             "gauge",
             "Version and git commit of the agent that wrote this file; always 1.",
         );
-        out.sample(
-            "skyhook_agent_build_info",
-            &[("version", agent_version), ("git_sha", git_sha)],
-            "1",
-        );
+        let labels = [("version", agent_version), ("git_sha", git_sha)];
+        out.sample(name, &labels, "1");
         self.render_status(&mut out);
         self.render_stages(&mut out);
         self.render_operations(&mut out);
         self.render_interrupt_counters(&mut out);
+        out.error.map_or(Ok(()), Err)
     }
 
     /// The package's verdict and pending reboot after its last run.
@@ -401,8 +368,8 @@ impl PackageMetrics {
                  (done, failed, stopped, reboot-pending, ...), 0 for the others.",
             );
             for v in Verdict::ALL {
-                let value = if v.as_str() == verdict { "1" } else { "0" };
-                out.sample(name, &[("package", pkg), ("verdict", v.as_str())], value);
+                let labels = [("package", pkg), ("verdict", v.as_str())];
+                out.sample(name, &labels, one_hot(v.as_str() == verdict));
             }
         }
         if let Some(pending) = self.reboot_pending {
@@ -413,19 +380,19 @@ impl PackageMetrics {
                 "1 when, after the package's last run, a reboot one of its interrupts asked for \
                  waited for a new boot ID, else 0.",
             );
-            out.sample(name, &[("package", pkg)], if pending { "1" } else { "0" });
+            out.sample(name, &[("package", pkg)], one_hot(pending));
         }
     }
 
     /// Each stage's last run and the runs counted by result.
-    fn render_stages(&self, out: &mut Text<'_>) {
+    fn render_stages<'a>(&'a self, out: &mut Text<'_>) {
         let pkg = self.package.as_str();
-        let stage_labels = |stage: &str, s: &StageFigures| {
-            vec![
-                ("package", pkg.to_owned()),
-                ("version", s.version.clone()),
-                ("stage", stage.to_owned()),
-                ("resource_id", s.resource_id.clone()),
+        let stage_labels = |stage: &'a str, s: &'a StageFigures| -> Labels<'a> {
+            [
+                ("package", pkg),
+                ("version", &s.version),
+                ("stage", stage),
+                ("resource_id", &s.resource_id),
             ]
         };
         let stage_families: [(&str, &str, StageValue); 4] = [
@@ -453,7 +420,7 @@ impl PackageMetrics {
         for (name, help, value) in stage_families {
             out.family(name, "gauge", help);
             for (stage, s) in &self.stages {
-                out.sample_owned(name, &stage_labels(stage, s), &value(s));
+                out.sample(name, &stage_labels(stage, s), &value(s));
             }
         }
         let name = "skyhook_agent_stage_last_run_result";
@@ -464,13 +431,8 @@ impl PackageMetrics {
         );
         for (stage, s) in &self.stages {
             for result in ResultLabel::ALL {
-                let mut labels = stage_labels(stage, s);
-                labels.push(("result", result.as_str().to_owned()));
-                out.sample_owned(
-                    name,
-                    &labels,
-                    if s.result == result as u8 { "1" } else { "0" },
-                );
+                let labels = with_label(&stage_labels(stage, s), ("result", result.as_str()));
+                out.sample(name, &labels, one_hot(s.result == result as u8));
             }
         }
         let name = "skyhook_agent_stage_runs_total";
@@ -482,12 +444,11 @@ impl PackageMetrics {
         for (stage, by_result) in &self.runs {
             for result in ResultLabel::ALL {
                 let labels = [
-                    ("package", pkg.to_owned()),
-                    ("stage", stage.clone()),
-                    ("result", result.as_str().to_owned()),
+                    ("package", pkg),
+                    ("stage", stage),
+                    ("result", result.as_str()),
                 ];
-                let n = by_result[result as usize];
-                out.sample_owned(name, &labels, &n.to_string());
+                out.sample(name, &labels, &by_result[result as usize].to_string());
             }
         }
     }
@@ -495,42 +456,18 @@ impl PackageMetrics {
     /// The last run of each step and of each interrupt operation.
     fn render_operations(&self, out: &mut Text<'_>) {
         let pkg = self.package.as_str();
-        // The series are visited once per family, their labels borrowed from the figures:
-        // nothing per step is built to render them (the file has a line per series).
-        let step_series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
-            for (stage, steps) in &self.steps {
-                for (step, f) in steps {
-                    let labels = [
-                        ("package", pkg),
-                        ("version", f.version.as_str()),
-                        ("stage", stage.as_str()),
-                        ("step", step.as_str()),
-                    ];
-                    visit(&labels, f);
-                }
-            }
-        };
-        operation_families(out, "skyhook_agent_step", "step", &step_series);
-
-        let op_series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
-            for (kind, i) in &self.interrupts {
-                for (id, f) in &i.operations {
-                    let labels = [
-                        ("package", pkg),
-                        ("version", f.version.as_str()),
-                        ("interrupt", kind.as_str()),
-                        ("operation", id.as_str()),
-                    ];
-                    visit(&labels, f);
-                }
-            }
-        };
-        operation_families(
-            out,
+        let steps = ("skyhook_agent_step", "step", ["stage", "step"]);
+        operation_families(out, pkg, steps, &self.steps.iter());
+        let ops = self
+            .interrupts
+            .iter()
+            .map(|(kind, i)| (kind, &i.operations));
+        let interrupts = (
             "skyhook_agent_interrupt_operation",
             "interrupt operation",
-            &op_series,
+            ["interrupt", "operation"],
         );
+        operation_families(out, pkg, interrupts, &ops);
     }
 
     /// What each interrupt kind did, counted since the metrics state was created.
@@ -558,8 +495,8 @@ impl PackageMetrics {
             for (kind, i) in &self.interrupts {
                 // No resource_id: a new generation of the Skyhook resource must not restart
                 // the counter under new labels.
-                let labels = [("package", pkg.to_owned()), ("interrupt", kind.clone())];
-                out.sample_owned(name, &labels, &value(i).to_string());
+                let labels = [("package", pkg), ("interrupt", kind)];
+                out.sample(name, &labels, &value(i).to_string());
             }
         }
     }
@@ -569,14 +506,34 @@ type StageValue = fn(&StageFigures) -> String;
 type Counter = fn(&InterruptFigures) -> u64;
 type OperationValue = fn(&OperationFigures) -> String;
 
-/// The labels of one step or interrupt operation series.
+/// The labels of one stage, step or interrupt operation series.
 type Labels<'a> = [(&'static str, &'a str); 4];
 
-/// Calls its argument with every series of a family.
-type Series<'s> = dyn Fn(&mut dyn FnMut(&Labels<'_>, &OperationFigures)) + 's;
-
-/// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations.
-fn operation_families(out: &mut Text<'_>, prefix: &str, what: &str, series: &Series<'_>) {
+/// The last-run families of steps (`prefix` `skyhook_agent_step`) or interrupt operations: a
+/// series for each operation of each group (a stage's steps, an interrupt type's operations),
+/// its labels the package, the version it ran in, then the group and the operation under
+/// `names`.
+fn operation_families<'m>(
+    out: &mut Text<'_>,
+    pkg: &str,
+    (prefix, what, names): (&str, &str, [&'static str; 2]),
+    groups: &(impl Iterator<Item = (&'m String, &'m BTreeMap<String, OperationFigures>)> + Clone),
+) {
+    // The series are visited once per family, their labels borrowed from the figures:
+    // nothing per step is built to render them (the file has a line per series).
+    let series = |visit: &mut dyn FnMut(&Labels<'_>, &OperationFigures)| {
+        for (group, operations) in groups.clone() {
+            for (operation, f) in operations {
+                let labels = [
+                    ("package", pkg),
+                    ("version", f.version.as_str()),
+                    (names[0], group.as_str()),
+                    (names[1], operation.as_str()),
+                ];
+                visit(&labels, f);
+            }
+        }
+    };
     let simple: [(&str, String, OperationValue); 5] = [
         (
             "last_run_duration_seconds",
@@ -650,6 +607,11 @@ fn with_label<'a>(labels: &Labels<'a>, extra: (&'static str, &'a str)) -> [(&'a 
     [a, b, c, d, extra]
 }
 
+/// `1` for the series that holds, `0` for the others.
+fn one_hot(holds: bool) -> &'static str {
+    if holds { "1" } else { "0" }
+}
+
 /// Microseconds as seconds in the text format (`1.5`, `0.000042`, `3`), from integers only.
 fn secs(us: u64) -> String {
     let (whole, frac) = (us / 1_000_000, us % 1_000_000);
@@ -660,34 +622,40 @@ fn secs(us: u64) -> String {
     format!("{whole}.{}", frac.trim_end_matches('0'))
 }
 
-struct Text<'w>(&'w mut dyn fmt::Write);
+/// The text format written into `out` as it goes, keeping the first I/O error (nothing is
+/// written after it).
+struct Text<'w> {
+    out: &'w mut dyn io::Write,
+    error: Option<io::Error>,
+}
+
+impl fmt::Write for Text<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.error.is_some() {
+            return Err(fmt::Error);
+        }
+        self.out.write_all(s.as_bytes()).map_err(|e| {
+            self.error = Some(e);
+            fmt::Error
+        })
+    }
+}
 
 impl Text<'_> {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+        let _ = writeln!(self, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self, "# TYPE {name} {kind}");
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: &str) {
-        let _ = self.0.write_str(name);
-        if !labels.is_empty() {
-            let _ = self.0.write_char('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    let _ = self.0.write_char(',');
-                }
-                let _ = write!(self.0, "{k}=\"");
-                write_escaped_label(self.0, v);
-                let _ = self.0.write_char('"');
-            }
-            let _ = self.0.write_char('}');
+        let _ = self.write_str(name);
+        for (i, (k, v)) in labels.iter().enumerate() {
+            let _ = write!(self, "{}{k}=\"", if i == 0 { '{' } else { ',' });
+            write_escaped_label(self, v);
+            let _ = self.write_char('"');
         }
-        let _ = writeln!(self.0, " {value}");
-    }
-
-    fn sample_owned(&mut self, name: &str, labels: &[(&str, String)], value: &str) {
-        let borrowed: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.sample(name, &borrowed, value);
+        let close = if labels.is_empty() { "" } else { "}" };
+        let _ = writeln!(self, "{close} {value}");
     }
 }
 

@@ -173,8 +173,7 @@ impl OperationResult {
             log,
             output_tail: Some(String::from_utf8_lossy(&outcome.tail).into_owned()),
             usage: Some(outcome.usage),
-            id: None,
-            accepted: None,
+            ..Self::default()
         }
     }
 

@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::host::boot::read_boot_id;
+use crate::host::errors::Chain;
 use crate::host::fs::{HostFs, is_temp_name};
 use crate::host::identity::{ResourceId, is_single_component};
 use crate::host::runtime::Runtime;
@@ -216,7 +217,7 @@ pub struct InterruptStatus {
 }
 
 /// One interrupt operation (`<TYPE>_<i>`, or `<TYPE>` for kinds that only record completion).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct InterruptOperation {
     pub operation: String,
     /// `complete`, `pending`, `unknown` (a corrupt marker: the next run does it again) or
@@ -297,36 +298,30 @@ pub fn standing(fs: &HostFs, rt: &Runtime, finished: &ResultsRecord) -> Standing
     let package = finished.package.as_str();
     let mut ignored = |_: &str, _: &dyn std::fmt::Display| {};
     let boot_id = read_boot_id(fs).ok();
-    let own_pid = Some(std::process::id());
     let found = Found {
         fs,
         rt,
         only: Some(package),
-        own_pid,
+        own_pid: Some(std::process::id()),
         boot_id: boot_id.as_deref(),
     };
-    let mut names = BTreeSet::new();
-    let (mut by_package, _) = found.interrupts(&mut names, &mut ignored);
+    let (mut by_package, _) = found.interrupts(&mut BTreeSet::new(), &mut ignored);
     let interrupts = by_package.remove(package).unwrap_or_default();
     let history = found.history(package, &mut ignored);
+    let lock = found.package_lock(package, &mut ignored);
     let last = LastRun {
         run: finished,
         reset_since: None,
     };
-    let (verdict, ..) = judge_package(
+    let (verdict, ..) = found.judge(
         package,
-        &rt.state_dir,
+        lock.is_some(),
         Some(last),
         history.problem.as_deref(),
         &interrupts,
     );
-    let lock = locks::package_lock_path(&rt.state_dir, package);
     Standing {
-        verdict: if lock_holder(fs, &lock, own_pid, &mut ignored).is_some() {
-            Verdict::Running
-        } else {
-            verdict
-        },
+        verdict,
         reboot_pending: interrupts.iter().flat_map(|i| &i.operations).any(|op| {
             op.state == "pending" && op.pending_boot_id.is_some() && op.pending_boot_id == boot_id
         }),
@@ -342,31 +337,19 @@ pub struct Standing {
 
 /// [`collect`], limited to `scope`.
 pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus {
-    let Scope {
-        package: only,
-        own_pid,
-    } = scope;
     let mut problems = Vec::new();
     let state = &rt.state_dir;
     let flags = rt.flags_dir();
     let mut note = |what: &str, e: &dyn std::fmt::Display| problems.push(format!("{what}: {e}"));
 
-    let boot_id = match read_boot_id(fs) {
-        Ok(id) => Some(id),
-        Err(e) => {
-            note("boot ID", &crate::host::errors::Chain(&e));
-            None
-        }
-    };
-
-    let check_results = match state_flags::read_check_results(fs, &flags) {
-        Ok(Some(results)) => results,
-        Ok(None) => Vec::new(),
-        Err(e) => {
-            note("check results", &crate::host::errors::Chain(&e));
-            Vec::new()
-        }
-    };
+    let boot_id = read_boot_id(fs)
+        .map_err(|e| note("boot ID", &Chain(&e)))
+        .ok();
+    let check_results = state_flags::read_check_results(fs, &flags)
+        .map_err(|e| note("check results", &Chain(&e)))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
 
     let flag_entries = list(fs, &flags, &mut note);
     let all_checked = state_flags::all_checked_modes(&flag_entries);
@@ -375,13 +358,13 @@ pub fn collect_scoped(fs: &HostFs, rt: &Runtime, scope: Scope<'_>) -> HostStatus
     let found = Found {
         fs,
         rt,
-        only,
-        own_pid,
+        only: scope.package,
+        own_pid: scope.own_pid,
         boot_id: boot_id.as_deref(),
     };
     let (mut by_package, other_interrupts) = found.interrupts(&mut names, &mut note);
 
-    names.retain(|name| only.is_none_or(|p| p == name));
+    names.retain(|name| scope.package.is_none_or(|p| p == name));
     let mut packages = Vec::new();
     let mut errors = Vec::new();
     for name in names {
@@ -426,7 +409,7 @@ fn package_names(
     fs: &HostFs,
     rt: &Runtime,
     flag_entries: &[String],
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    note: &mut Note<'_>,
 ) -> BTreeSet<String> {
     let (state, flags) = (&rt.state_dir, rt.flags_dir());
     let mut names: BTreeSet<String> = BTreeSet::new();
@@ -435,8 +418,7 @@ fn package_names(
             names.insert(name.clone());
         }
     }
-    let history_dir = state.join("history");
-    for name in list(fs, &history_dir, note) {
+    for name in list(fs, &state.join("history"), note) {
         if let Some(pkg) = name.strip_suffix(".json").filter(|_| !is_temp_name(&name)) {
             names.insert(pkg.to_owned());
         }
@@ -460,26 +442,19 @@ struct Found<'a> {
     boot_id: Option<&'a str>,
 }
 
+/// Where the walk reports state it cannot read (what, and why): `agent status` shows it and
+/// errs; [`standing`] ignores it.
+type Note<'n> = dyn FnMut(&str, &dyn std::fmt::Display) + 'n;
+
 /// Interrupt resources by package, and those whose resource ID names no package.
 type Interrupts = (BTreeMap<String, Vec<InterruptStatus>>, Vec<InterruptStatus>);
 
 impl Found<'_> {
     /// Every interrupt resource's markers, by package, and the packages and interrupt
     /// resources whose lock is held before they wrote any state.
-    fn interrupts(
-        &self,
-        names: &mut BTreeSet<String>,
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-    ) -> Interrupts {
-        let Found {
-            fs,
-            rt,
-            only,
-            own_pid,
-            boot_id,
-        } = *self;
-        let state = &rt.state_dir;
-        let interrupts_dir = interrupt_markers::resources_dir(state);
+    fn interrupts(&self, names: &mut BTreeSet<String>, note: &mut Note<'_>) -> Interrupts {
+        let Found { fs, rt, only, .. } = *self;
+        let interrupts_dir = interrupt_markers::resources_dir(&rt.state_dir);
         let mut by_package: BTreeMap<String, Vec<InterruptStatus>> = BTreeMap::new();
         let mut other_interrupts = Vec::new();
         for rid in list(fs, &interrupts_dir, note) {
@@ -491,21 +466,13 @@ impl Found<'_> {
             {
                 continue;
             }
-            let scope = InterruptScope {
-                dir: &dir,
-                rid: &rid,
-                state_dir: state,
-                boot_id,
-                max_attempts: rt.reboot_max_attempts,
-                own_pid,
-            };
-            let status = interrupt_status(fs, &scope, note);
-            match ResourceId::parse(&rid) {
-                Ok(parsed) => {
-                    names.insert(parsed.package.clone());
-                    by_package.entry(parsed.package).or_default().push(status);
+            let status = self.interrupt_status(&dir, &rid, note);
+            match of_package {
+                Some(package) => {
+                    names.insert(package.clone());
+                    by_package.entry(package).or_default().push(status);
                 }
-                Err(_) => other_interrupts.push(status),
+                None => other_interrupts.push(status),
             }
         }
         self.held_locks(names, &mut by_package, &other_interrupts, note);
@@ -518,14 +485,10 @@ impl Found<'_> {
         names: &mut BTreeSet<String>,
         by_package: &mut BTreeMap<String, Vec<InterruptStatus>>,
         other_interrupts: &[InterruptStatus],
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+        note: &mut Note<'_>,
     ) {
-        let Found {
-            fs, rt, own_pid, ..
-        } = *self;
-        let state = &rt.state_dir;
-        let locks_dir = state.join("locks");
-        for name in list(fs, &locks_dir, note) {
+        let locks_dir = self.rt.state_dir.join("locks");
+        for name in list(self.fs, &locks_dir, note) {
             let Some(stem) = name.strip_suffix(".lock").filter(|_| !is_temp_name(&name)) else {
                 continue;
             };
@@ -542,8 +505,7 @@ impl Found<'_> {
                     if known {
                         continue;
                     }
-                    let path = locks::interrupt_lock_path(state, rid);
-                    if let Some(holder) = lock_holder(fs, &path, own_pid, note) {
+                    if let Some(holder) = self.interrupt_lock(rid, note) {
                         names.insert(parsed.package.clone());
                         by_package
                             .entry(parsed.package)
@@ -557,10 +519,7 @@ impl Found<'_> {
                     }
                 }
                 None => {
-                    if !names.contains(stem)
-                        && lock_holder(fs, &locks::package_lock_path(state, stem), own_pid, note)
-                            .is_some()
-                    {
+                    if !names.contains(stem) && self.package_lock(stem, note).is_some() {
                         names.insert(stem.to_owned());
                     }
                 }
@@ -569,18 +528,66 @@ impl Found<'_> {
     }
 
     /// The package's version history; what keeps it from being read is its `problem`.
-    fn history(&self, name: &str, note: &mut impl FnMut(&str, &dyn std::fmt::Display)) -> History {
-        match history::inspect(self.fs, &self.rt.history_file(name)) {
-            Ok(h) => h,
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("history of {name}"), &reason);
-                History {
-                    problem: Some(format!("the history file cannot be read: {reason}")),
-                    ..History::default()
-                }
+    fn history(&self, name: &str, note: &mut Note<'_>) -> History {
+        history::inspect(self.fs, &self.rt.history_file(name)).unwrap_or_else(|e| {
+            let reason = chain(&e);
+            note(&format!("history of {name}"), &reason);
+            History {
+                problem: Some(format!("the history file cannot be read: {reason}")),
+                ..History::default()
+            }
+        })
+    }
+
+    /// Who holds `STATE/locks/<pkg>.lock` (see [`lock_holder`]).
+    fn package_lock(&self, name: &str, note: &mut Note<'_>) -> Option<Holder> {
+        let path = locks::package_lock_path(&self.rt.state_dir, name);
+        lock_holder(self.fs, &path, self.own_pid, note)
+    }
+
+    /// Who holds `STATE/locks/interrupt-<RID>.lock` (see [`lock_holder`]).
+    fn interrupt_lock(&self, rid: &str, note: &mut Note<'_>) -> Option<Holder> {
+        let path = locks::interrupt_lock_path(&self.rt.state_dir, rid);
+        lock_holder(self.fs, &path, self.own_pid, note)
+    }
+
+    /// SPEC §8.12: whether the package's last run, whose record says `running`, is still
+    /// running: its lock (the package's, or its interrupt resource's) has a holder now, after
+    /// the record was read. Without one the run may have ended in between, so the record is
+    /// read again; if it still says `running`, the run ended without recording its result (it
+    /// was killed, or its final record could not be written), and it is judged as such.
+    fn settle_running(
+        &self,
+        package: &str,
+        versions: &mut [VersionStatus],
+        note: &mut Note<'_>,
+    ) -> bool {
+        let Some((v, r)) = last_run(versions) else {
+            return false;
+        };
+        let VersionStatus { version, runs, .. } = &mut versions[v];
+        let run = &mut runs[r];
+        if !run.is_running() {
+            return false;
+        }
+        // The resource ID comes from a file: it names a lock only if it is one path component.
+        let holder = if run.mode == INTERRUPT_MODE {
+            is_single_component(&run.resource_id)
+                .then(|| self.interrupt_lock(&run.resource_id, note))
+                .flatten()
+        } else {
+            self.package_lock(package, note)
+        };
+        if holder.is_some() {
+            return true;
+        }
+        if is_single_component(&run.mode) {
+            let file = results::path(&self.rt.state_dir, package, version, &run.mode);
+            if let Ok(Some(again)) = results::read(self.fs, &file) {
+                *run = again;
             }
         }
+        false
     }
 
     /// One package: its history, versions, markers, runs, lock and verdict, and its errors.
@@ -588,11 +595,9 @@ impl Found<'_> {
         &self,
         name: String,
         interrupts: Vec<InterruptStatus>,
-        note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+        note: &mut Note<'_>,
     ) -> (PackageStatus, Vec<StatusError>) {
-        let Found {
-            fs, rt, own_pid, ..
-        } = *self;
+        let Found { fs, rt, .. } = *self;
         let state = &rt.state_dir;
         let (flags, results_dir) = (rt.flags_dir(), state.join("results"));
         let history = self.history(&name, note);
@@ -607,29 +612,18 @@ impl Found<'_> {
         let mut version_status = Vec::new();
         for version in versions {
             let mut markers = Vec::new();
-            walk_files(
-                fs,
-                &rt.package_flags_dir(&name, &version),
-                "",
-                &mut markers,
-                note,
-            );
+            let markers_dir = rt.package_flags_dir(&name, &version);
+            walk_files(fs, &markers_dir, "", &mut markers, note);
             let runs_dir = results_dir.join(&name).join(&version);
             let mut runs = Vec::new();
             for file in list(fs, &runs_dir, note) {
-                let Some(mode) = file.strip_suffix(".json") else {
+                let Some(mode) = file.strip_suffix(".json").filter(|_| !is_temp_name(&file)) else {
                     continue;
                 };
-                if is_temp_name(&file) {
-                    continue;
-                }
                 match results::read(fs, &results::path(state, &name, &version, mode)) {
                     Ok(Some(record)) => runs.push(record),
                     Ok(None) => {}
-                    Err(e) => note(
-                        &format!("results record {file}"),
-                        &crate::host::errors::Chain(&e),
-                    ),
+                    Err(e) => note(&format!("results record {file}"), &Chain(&e)),
                 }
             }
             runs.sort_by_cached_key(|r| sort_time(&r.finished));
@@ -639,29 +633,23 @@ impl Found<'_> {
                 runs,
             });
         }
-        let lock = lock_holder(fs, &locks::package_lock_path(state, &name), own_pid, note);
-        let live = settle_running(fs, (state, own_pid), &name, &mut version_status, note);
+        let lock = self.package_lock(&name, note);
+        let live = self.settle_running(&name, &mut version_status, note);
         let last_run = version_status
             .iter()
             .flat_map(|v| v.runs.iter())
             .max_by_key(|r| sort_time(&r.finished))
             .cloned();
-        let judged = judge_package(
+        let (status, detail, failed) = self.judge(
             &name,
-            state,
+            lock.is_some(),
             LastRun::of(&version_status, live),
             history.problem.as_deref(),
             &interrupts,
         );
-        let (verdict, detail, failed) = judged;
-        let status = if lock.is_some() {
-            Verdict::Running
-        } else {
-            verdict
-        };
         let package = PackageStatus {
             status,
-            detail: detail.filter(|_| lock.is_none()),
+            detail,
             lock,
             interrupts,
             current_version: history.current_version,
@@ -675,48 +663,22 @@ impl Found<'_> {
     }
 }
 
-/// The most recent stage or interrupt run of a package (an `agent reset` record is
-/// bookkeeping, not a run).
-fn last_run_mut(versions: &mut [VersionStatus]) -> Option<(&str, &mut ResultsRecord)> {
+/// Where the most recent stage or interrupt run of a package is (an `agent reset` record is
+/// bookkeeping, not a run): the index of its version and its index among the version's runs.
+fn last_run(versions: &[VersionStatus]) -> Option<(usize, usize)> {
     versions
-        .iter_mut()
-        .flat_map(|v| v.runs.iter_mut().map(|r| (v.version.as_str(), r)))
-        .filter(|(_, r)| r.mode != RESET_MODE)
-        .max_by_key(|(_, r)| sort_time(&r.finished))
-}
-
-/// SPEC §8.12: whether the package's last run, whose record says `running`, is still running:
-/// its lock (the package's, or its interrupt resource's) has a holder now, after the record was
-/// read. Without one the run may have ended in between, so the record is read again; if it
-/// still says `running`, the run ended without recording its result (it was killed, or its
-/// final record could not be written), and it is judged as such.
-fn settle_running(
-    fs: &HostFs,
-    (state, own_pid): (&Path, Option<u32>),
-    package: &str,
-    versions: &mut [VersionStatus],
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) -> bool {
-    let Some((version, run)) = last_run_mut(versions).filter(|(_, r)| r.is_running()) else {
-        return false;
-    };
-    // The resource ID comes from a file: it names a lock only if it is one path component.
-    let lock = if run.mode == INTERRUPT_MODE {
-        is_single_component(&run.resource_id)
-            .then(|| locks::interrupt_lock_path(state, &run.resource_id))
-    } else {
-        Some(locks::package_lock_path(state, package))
-    };
-    if lock.is_some_and(|lock| lock_holder(fs, &lock, own_pid, note).is_some()) {
-        return true;
-    }
-    if is_single_component(&run.mode) {
-        let file = results::path(state, package, version, &run.mode);
-        if let Ok(Some(again)) = results::read(fs, &file) {
-            *run = again;
-        }
-    }
-    false
+        .iter()
+        .enumerate()
+        .flat_map(|(v, version)| {
+            version
+                .runs
+                .iter()
+                .enumerate()
+                .map(move |(r, run)| ((v, r), run))
+        })
+        .filter(|(_, run)| run.mode != RESET_MODE)
+        .max_by_key(|(_, run)| sort_time(&run.finished))
+        .map(|(at, _)| at)
 }
 
 /// The mode of an interrupt run's results record.
@@ -724,7 +686,7 @@ const INTERRUPT_MODE: &str = "interrupt";
 
 /// The run a package's verdict is judged by: its most recent stage or interrupt run (an
 /// `agent reset` record is bookkeeping, not a run) once it is no longer running (see
-/// [`settle_running`]), and the `agent reset` recorded after it, if any.
+/// [`Found::settle_running`]), and the `agent reset` recorded after it, if any.
 #[derive(Clone, Copy)]
 struct LastRun<'a> {
     run: &'a ResultsRecord,
@@ -734,82 +696,86 @@ struct LastRun<'a> {
 impl<'a> LastRun<'a> {
     /// The last run of `versions`, unless it is `live`.
     fn of(versions: &'a [VersionStatus], live: bool) -> Option<Self> {
-        let (version, run) = versions
-            .iter()
-            .flat_map(|v| v.runs.iter().map(move |r| (v, r)))
-            .filter(|(_, r)| r.mode != RESET_MODE)
-            .max_by_key(|(_, r)| sort_time(&r.finished))
-            .filter(|_| !live)?;
+        let (v, r) = last_run(versions).filter(|_| !live)?;
+        let run = &versions[v].runs[r];
         Some(LastRun {
             run,
-            reset_since: reset_since(version, run),
+            reset_since: reset_since(&versions[v], run),
         })
     }
 }
 
-/// A package's verdict without its lock, what it stands for (a stop, a reset) and what
-/// failed: its [`LastRun`], a history that cannot be read, and its interrupt resources.
-fn judge_package(
-    name: &str,
-    state: &Path,
-    last: Option<LastRun<'_>>,
-    history_problem: Option<&str>,
-    interrupts: &[InterruptStatus],
-) -> (Verdict, Option<String>, Vec<StatusError>) {
-    let mut errors = Vec::new();
-    let mut parts = vec![Verdict::Done];
-    let mut detail = None;
-    if let Some(problem) = history_problem {
-        errors.push(StatusError {
-            package: Some(name.to_owned()),
-            message: format!("history: {problem}"),
-            ..StatusError::default()
-        });
-        parts.push(Verdict::Error);
-    }
-    if let Some(LastRun { run, reset_since }) = last {
-        let record = results::path(state, &run.package, &run.version, &run.mode);
-        if run.is_running() {
-            // SPEC §8.12: no agent holds its lock, so it ended without saying how.
-            errors.extend(run_errors(name, run, &record));
+impl Found<'_> {
+    /// A package's verdict, what it stands for (a stop, a reset) and what failed: its
+    /// [`LastRun`], a history that cannot be read and its interrupt resources, unless its lock
+    /// is held (`locked`: it is running, and a stop or reset it stood for is not shown).
+    fn judge(
+        &self,
+        name: &str,
+        locked: bool,
+        last: Option<LastRun<'_>>,
+        history_problem: Option<&str>,
+        interrupts: &[InterruptStatus],
+    ) -> (Verdict, Option<String>, Vec<StatusError>) {
+        let state = &self.rt.state_dir;
+        let mut errors = Vec::new();
+        let mut parts = vec![Verdict::Done];
+        let mut detail = None;
+        if let Some(problem) = history_problem {
+            errors.push(StatusError {
+                package: Some(name.to_owned()),
+                message: format!("history: {problem}"),
+                ..StatusError::default()
+            });
             parts.push(Verdict::Error);
-        } else if run.result == Some(RecordedResult::Stopped) {
-            detail = Some(format!(
-                "the last {} was stopped by a termination signal at {}; what it completed is \
-                 kept and the next run resumes",
-                run.mode, run.finished
-            ));
-            parts.push(Verdict::Stopped);
-        } else if run.exit_code != 0 {
-            let mut failed = run_errors(name, run, &record);
-            match reset_since {
-                Some(reset) => {
-                    detail = Some(format!(
-                        "the last {} failed; agent reset at {} since, and it has not run since",
-                        run.mode, reset.finished
-                    ));
-                    for e in &mut failed {
-                        e.reset_at = Some(reset.finished.clone());
+        }
+        if let Some(LastRun { run, reset_since }) = last {
+            let record = results::path(state, &run.package, &run.version, &run.mode);
+            if run.is_running() {
+                // SPEC §8.12: no agent holds its lock, so it ended without saying how.
+                errors.extend(run_errors(name, run, &record));
+                parts.push(Verdict::Error);
+            } else if run.result == Some(RecordedResult::Stopped) {
+                detail = Some(format!(
+                    "the last {} was stopped by a termination signal at {}; what it completed is \
+                     kept and the next run resumes",
+                    run.mode, run.finished
+                ));
+                parts.push(Verdict::Stopped);
+            } else if run.exit_code != 0 {
+                let mut failed = run_errors(name, run, &record);
+                match reset_since {
+                    Some(reset) => {
+                        detail = Some(format!(
+                            "the last {} failed; agent reset at {} since, and it has not run since",
+                            run.mode, reset.finished
+                        ));
+                        for e in &mut failed {
+                            e.reset_at = Some(reset.finished.clone());
+                        }
+                        parts.push(Verdict::Reset);
                     }
-                    parts.push(Verdict::Reset);
+                    None => parts.push(Verdict::Failed),
                 }
-                None => parts.push(Verdict::Failed),
+                errors.extend(failed);
+            }
+        }
+        for i in interrupts {
+            let failed = interrupt_errors(i, state);
+            if !failed.is_empty() {
+                parts.push(Verdict::Error);
             }
             errors.extend(failed);
+            // An interrupt's own error was counted above, from its markers.
+            if i.status != Verdict::Error {
+                parts.push(i.status);
+            }
         }
+        if locked {
+            return (Verdict::Running, None, errors);
+        }
+        (Verdict::combine(parts), detail, errors)
     }
-    for i in interrupts {
-        let failed = interrupt_errors(i, state);
-        if !failed.is_empty() {
-            parts.push(Verdict::Error);
-        }
-        errors.extend(failed);
-        // An interrupt's own error was counted above, from its markers.
-        if i.status != Verdict::Error {
-            parts.push(i.status);
-        }
-    }
-    (Verdict::combine(parts), detail, errors)
 }
 
 /// The `agent reset` of `version` recorded after the failed `run` (of the same interrupt
@@ -869,34 +835,24 @@ fn run_errors(package: &str, run: &ResultsRecord, record: &Path) -> Vec<StatusEr
 
 /// Interrupt operations that cannot be trusted or that the loop guard will refuse.
 fn interrupt_errors(i: &InterruptStatus, state: &Path) -> Vec<StatusError> {
+    let record = interrupt_markers::resource_dir(state, &i.resource_id);
     i.operations
         .iter()
         .filter(|op| operation_failed(op))
         .map(|op| StatusError {
             package: Some(i.resource_id.clone()),
-            mode: Some("interrupt".into()),
+            mode: Some(INTERRUPT_MODE.into()),
             step: Some(op.operation.clone()),
             message: op.detail.clone(),
-            record: Some(
-                interrupt_markers::resource_dir(state, &i.resource_id)
-                    .display()
-                    .to_string(),
-            ),
+            record: Some(record.display().to_string()),
             ..StatusError::default()
         })
         .collect()
 }
 
-fn list(
-    fs: &HostFs,
-    dir: &Path,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) -> Vec<String> {
+fn list(fs: &HostFs, dir: &Path, note: &mut Note<'_>) -> Vec<String> {
     fs.list_dir(dir).unwrap_or_else(|e| {
-        note(
-            &format!("listing {}", dir.display()),
-            &crate::host::errors::Chain(&e),
-        );
+        note(&format!("listing {}", dir.display()), &Chain(&e));
         Vec::new()
     })
 }
@@ -911,13 +867,7 @@ fn is_dir(fs: &HostFs, host_path: &Path) -> bool {
 }
 
 /// Every non-directory below `dir`, as names relative to it (legacy marker names nest).
-fn walk_files(
-    fs: &HostFs,
-    dir: &Path,
-    prefix: &str,
-    out: &mut Vec<String>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) {
+fn walk_files(fs: &HostFs, dir: &Path, prefix: &str, out: &mut Vec<String>, note: &mut Note<'_>) {
     for name in list(fs, dir, note) {
         if is_temp_name(&name) {
             continue;
@@ -937,12 +887,12 @@ fn walk_files(
 }
 
 /// Who holds a lock, noting a lock that cannot be probed. A holder that is process
-/// `own_pid` does not count (see [`collect_as`]).
+/// `own_pid` does not count (see [`Scope::own_pid`]).
 fn lock_holder(
     fs: &HostFs,
     path: &Path,
     own_pid: Option<u32>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
+    note: &mut Note<'_>,
 ) -> Option<Holder> {
     locks::holder(fs, path)
         .unwrap_or_else(|e| {
@@ -953,7 +903,7 @@ fn lock_holder(
 }
 
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    crate::host::errors::Chain(e).to_string()
+    Chain(e).to_string()
 }
 
 /// RFC 3339 times as instants: Go's `RFC3339Nano` trims trailing zeros, so the strings do not
@@ -964,7 +914,7 @@ fn sort_time(t: &str) -> i128 {
 
 mod interrupts;
 
-use interrupts::{InterruptScope, interrupt_status, operation_failed};
+use interrupts::operation_failed;
 #[cfg(test)]
 use interrupts::{operation_order, short_id};
 

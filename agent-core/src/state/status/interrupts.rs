@@ -3,164 +3,141 @@
 //! loop guard's verdict.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::{InterruptOperation, InterruptStatus, Verdict, chain, list, lock_holder};
-use crate::host::fs::{HostFs, MARKER_BOUND, is_temp_name};
-use crate::state::interrupt_markers::{self, Pending};
-use crate::state::locks;
+use super::{Found, InterruptOperation, InterruptStatus, Note, Verdict, chain, list};
+use crate::host::fs::{MARKER_BOUND, is_temp_name};
+use crate::state::interrupt_markers::{self, ATTEMPTS, COMPLETE, PENDING, Pending};
 
-/// Where the interrupt markers and lock of one resource live, and what to judge them by.
-pub(super) struct InterruptScope<'a> {
-    pub(super) dir: &'a Path,
-    pub(super) rid: &'a str,
-    pub(super) state_dir: &'a Path,
-    pub(super) boot_id: Option<&'a str>,
-    pub(super) max_attempts: u32,
-    /// A lock this process holds does not count (see [`super::collect_as`]).
-    pub(super) own_pid: Option<u32>,
-}
-
-pub(super) fn interrupt_status(
-    fs: &HostFs,
-    scope: &InterruptScope<'_>,
-    note: &mut impl FnMut(&str, &dyn std::fmt::Display),
-) -> InterruptStatus {
-    let InterruptScope {
-        dir,
-        rid,
-        boot_id,
-        max_attempts,
-        ..
-    } = *scope;
-    // Keyed by (type, index, name) so `kind_2` sorts before `kind_10`.
-    let mut stems: BTreeMap<(String, usize, String), BTreeSet<String>> = BTreeMap::new();
-    for name in list(fs, dir, note) {
-        if is_temp_name(&name) {
-            continue;
+impl Found<'_> {
+    /// The markers of interrupt resource `rid` in `dir`, judged by the boot ID and the loop
+    /// guard's limit, and who holds its lock.
+    pub(super) fn interrupt_status(
+        &self,
+        dir: &Path,
+        rid: &str,
+        note: &mut Note<'_>,
+    ) -> InterruptStatus {
+        let Found {
+            fs, rt, boot_id, ..
+        } = *self;
+        let max_attempts = rt.reboot_max_attempts;
+        // Keyed by (type, index, name) so `kind_2` sorts before `kind_10`.
+        let mut stems: BTreeMap<(String, usize, String), BTreeSet<String>> = BTreeMap::new();
+        for name in list(fs, dir, note) {
+            let split = interrupt_markers::split_name(&name).filter(|_| !is_temp_name(&name));
+            let Some((stem, ext)) = split else {
+                continue;
+            };
+            stems
+                .entry(operation_order(stem))
+                .or_default()
+                .insert(ext.to_owned());
         }
-        let Some((stem, ext)) = interrupt_markers::split_name(&name) else {
-            continue;
-        };
-        stems
-            .entry(operation_order(stem))
-            .or_default()
-            .insert(ext.to_owned());
-    }
-    // `Err` carries the reason a marker that exists cannot be read.
-    let read = |stem: &str,
-                ext: &str,
-                note: &mut dyn FnMut(&str, &dyn std::fmt::Display)|
-     -> Result<Option<Vec<u8>>, String> {
-        let path: PathBuf = dir.join(format!("{stem}.{ext}"));
-        match fs.read(&path, MARKER_BOUND) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) => {
-                let reason = chain(&e);
-                note(&format!("interrupt marker {}", path.display()), &reason);
-                Err(reason)
-            }
-        }
-    };
-    let mut operations = Vec::new();
-    for ((_, _, stem), exts) in stems {
-        let attempts = exts
-            .contains(interrupt_markers::ATTEMPTS)
-            .then(|| {
-                read(&stem, interrupt_markers::ATTEMPTS, note)
-                    .ok()
-                    .flatten()
-            })
-            .flatten()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .and_then(|text| interrupt_markers::parse_attempts(&text, boot_id?));
-        let op = if exts.contains(interrupt_markers::COMPLETE) {
-            let (state, detail) = match read(&stem, interrupt_markers::COMPLETE, note) {
-                Err(reason) => (
-                    "unreadable",
-                    format!("the completion marker cannot be read: {reason}"),
-                ),
-                Ok(content) => {
-                    match interrupt_markers::parse_complete(&content.unwrap_or_default()) {
-                        Some(time) => ("complete", time),
-                        None => (
-                            "unknown",
-                            "corrupt completion marker: the next run does the operation again"
-                                .to_owned(),
-                        ),
+        // `Err` carries the reason a marker that exists cannot be read.
+        let read =
+            |stem: &str, ext: &str, note: &mut Note<'_>| -> Result<Option<Vec<u8>>, String> {
+                let path = dir.join(format!("{stem}.{ext}"));
+                fs.read(&path, MARKER_BOUND).map_err(|e| {
+                    let reason = chain(&e);
+                    note(&format!("interrupt marker {}", path.display()), &reason);
+                    reason
+                })
+            };
+        let mut operations = Vec::new();
+        for ((_, _, stem), exts) in stems {
+            let attempts = exts
+                .contains(ATTEMPTS)
+                .then(|| read(&stem, ATTEMPTS, note))
+                .and_then(|result| result.ok().flatten())
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .and_then(|text| interrupt_markers::parse_attempts(&text, boot_id?));
+            let op = if exts.contains(COMPLETE) {
+                let (state, detail) = match read(&stem, COMPLETE, note) {
+                    Err(reason) => (
+                        "unreadable",
+                        format!("the completion marker cannot be read: {reason}"),
+                    ),
+                    Ok(content) => {
+                        match interrupt_markers::parse_complete(&content.unwrap_or_default()) {
+                            Some(time) => ("complete", time),
+                            None => (
+                                "unknown",
+                                "corrupt completion marker: the next run does the operation again"
+                                    .to_owned(),
+                            ),
+                        }
                     }
+                };
+                InterruptOperation {
+                    operation: stem,
+                    state: state.into(),
+                    detail,
+                    ..InterruptOperation::default()
+                }
+            } else if exts.contains(PENDING) {
+                let (state, pending, detail) = match read(&stem, PENDING, note) {
+                    Err(reason) => (
+                        "unreadable",
+                        None,
+                        format!("the pending marker cannot be read: {reason}"),
+                    ),
+                    Ok(content) => {
+                        let (pending, text) = match Pending::parse(&content.unwrap_or_default()) {
+                            Pending::BootId(b) => (Some(b), String::new()),
+                            Pending::Malformed(text) => (None, text),
+                        };
+                        let detail = pending_words(
+                            pending.as_deref(),
+                            &text,
+                            boot_id,
+                            attempts,
+                            max_attempts,
+                        );
+                        ("pending", pending, detail)
+                    }
+                };
+                let rebooted_since = pending.is_some() && pending.as_deref() != boot_id;
+                InterruptOperation {
+                    operation: stem,
+                    state: state.into(),
+                    detail,
+                    loop_guard_refuses: !rebooted_since && attempts.unwrap_or(0) >= max_attempts,
+                    pending_boot_id: pending,
+                    attempts,
+                }
+            } else {
+                InterruptOperation {
+                    operation: stem,
+                    state: "pending".into(),
+                    detail: format!(
+                        "reboot attempts recorded ({} of {max_attempts} in this boot), no pending \
+                         marker",
+                        attempts.unwrap_or(0)
+                    ),
+                    loop_guard_refuses: attempts.unwrap_or(0) >= max_attempts,
+                    attempts,
+                    ..InterruptOperation::default()
                 }
             };
-            InterruptOperation {
-                operation: stem,
-                state: state.into(),
-                detail,
-                pending_boot_id: None,
-                attempts: None,
-                loop_guard_refuses: false,
-            }
-        } else if exts.contains(interrupt_markers::PENDING) {
-            let (state, pending, detail) = match read(&stem, interrupt_markers::PENDING, note) {
-                Err(reason) => (
-                    "unreadable",
-                    None,
-                    format!("the pending marker cannot be read: {reason}"),
-                ),
-                Ok(content) => {
-                    let (pending, text) = match Pending::parse(&content.unwrap_or_default()) {
-                        Pending::BootId(b) => (Some(b), String::new()),
-                        Pending::Malformed(text) => (None, text),
-                    };
-                    let detail =
-                        pending_words(pending.as_deref(), &text, boot_id, attempts, max_attempts);
-                    ("pending", pending, detail)
-                }
-            };
-            let rebooted_since = pending.is_some() && pending.as_deref() != boot_id;
-            InterruptOperation {
-                operation: stem,
-                state: state.into(),
-                detail,
-                loop_guard_refuses: !rebooted_since && attempts.unwrap_or(0) >= max_attempts,
-                pending_boot_id: pending,
-                attempts,
-            }
+            operations.push(op);
+        }
+        let lock = self.interrupt_lock(rid, note);
+        let status = if lock.is_some() {
+            Verdict::Running
+        } else if operations.iter().any(operation_failed) {
+            Verdict::Error
+        } else if operations.iter().any(|op| op.state == "pending") {
+            Verdict::RebootPending
         } else {
-            InterruptOperation {
-                operation: stem,
-                state: "pending".into(),
-                detail: format!(
-                    "reboot attempts recorded ({} of {max_attempts} in this boot), no pending \
-                     marker",
-                    attempts.unwrap_or(0)
-                ),
-                pending_boot_id: None,
-                loop_guard_refuses: attempts.unwrap_or(0) >= max_attempts,
-                attempts,
-            }
+            Verdict::Done
         };
-        operations.push(op);
-    }
-    let lock = lock_holder(
-        fs,
-        &locks::interrupt_lock_path(scope.state_dir, rid),
-        scope.own_pid,
-        note,
-    );
-    let status = if lock.is_some() {
-        Verdict::Running
-    } else if operations.iter().any(operation_failed) {
-        Verdict::Error
-    } else if operations.iter().any(|op| op.state == "pending") {
-        Verdict::RebootPending
-    } else {
-        Verdict::Done
-    };
-    InterruptStatus {
-        resource_id: rid.to_owned(),
-        status,
-        lock,
-        operations,
+        InterruptStatus {
+            resource_id: rid.to_owned(),
+            status,
+            lock,
+            operations,
+        }
     }
 }
 
