@@ -390,7 +390,9 @@ impl Holder {
     /// `pid 4711 since <started>` (`pid unknown` when the lock file does not say), for
     /// messages about who holds a lock.
     pub fn describe(&self) -> String {
-        let pid = self.pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+        let pid = self
+            .pid
+            .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
         match &self.started {
             Some(started) => format!("pid {pid} since {started}"),
             None => format!("pid {pid}"),
