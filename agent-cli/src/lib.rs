@@ -488,7 +488,7 @@ fn save_start(
         package,
         &timestamp::rfc3339_nano(started),
     );
-    let file = record_path(rt, &record);
+    let file = record.path(&rt.state_dir);
     phases::time(Phase::Results, || results::write(fs, &file, &record)).with_context(|| {
         format!(
             "writing the results record {} at the start of the run",
@@ -496,16 +496,6 @@ fn save_start(
         )
     })?;
     Ok(record)
-}
-
-/// `STATE/results/<package>/<version>/<mode>.json`.
-pub(crate) fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
-    results::path(
-        &rt.state_dir,
-        &record.package,
-        &record.version,
-        &record.mode,
-    )
 }
 
 /// SPEC §8.12: complete the run's start record with how it ended and write it over the start
@@ -528,7 +518,7 @@ fn save_results<T>(
     });
     record.error = result.as_ref().err().map(|e| format!("{e:#}"));
     record.operations = operations;
-    let file = record_path(rt, &record);
+    let file = record.path(&rt.state_dir);
     if let Err(e) = phases::time(Phase::Results, || results::write(fs, &file, &record)) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }

@@ -254,7 +254,6 @@ fn one_run(
         }
         entries.push(Entry::of_operation(rt, op));
     }
-    let record_path = crate::record_path(rt, record);
     let ended = if record.is_running() {
         format!("{}, started {}, not finished", record.mode, record.started)
     } else {
@@ -275,7 +274,7 @@ fn one_run(
             finished: record.finished.clone(),
             exit_code: record.exit_code,
             result: record.result,
-            record: record_path.display().to_string(),
+            record: record.path(&rt.state_dir).display().to_string(),
         }),
         entries,
     ))

@@ -83,6 +83,11 @@ impl ResultsRecord {
     pub fn is_running(&self) -> bool {
         self.result == Some(RecordedResult::Running)
     }
+
+    /// Where it is kept under `state_dir`: [`path`](fn@path) of its package, version and mode.
+    pub fn path(&self, state_dir: &Path) -> PathBuf {
+        path(state_dir, &self.package, &self.version, &self.mode)
+    }
 }
 
 /// What a `running` record means once no agent runs it any more.
@@ -263,6 +268,7 @@ mod tests {
         };
         let file = path(Path::new("/state"), "pkg", "1.0.0", "apply");
         assert_eq!(file, Path::new("/state/results/pkg/1.0.0/apply.json"));
+        assert_eq!(record.path(Path::new("/state")), file);
         write(&fs, &file, &record).unwrap();
         let back = read(&fs, &file).unwrap().unwrap();
         assert_eq!(back, record);
