@@ -273,20 +273,24 @@ fn log_failure(e: &anyhow::Error, stage: bool, operations: &[OperationResult]) {
 
 /// The run's last line: how it ended, what ran, and how long it took.
 fn log_run_finished(result: &anyhow::Result<()>, operations: &[OperationResult], started: Instant) {
-    let outcome = match result {
-        Ok(()) => "succeeded",
-        Err(e) if is_stop(e) => "stopped",
-        Err(_) => "failed",
-    };
     let count = |f: &dyn Fn(&OperationResult) -> bool| operations.iter().filter(|op| f(op)).count();
     info!(
-        result = %outcome,
+        result = %ended(result).as_str(),
         ran = count(&|op| op.decision == "ran"),
         skipped = count(&|op| op.decision == "skipped"),
         failed = count(&|op| op.succeeded == Some(false)),
         duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "run finished"
     );
+}
+
+/// How the run ended, as its results record and its last line say it.
+fn ended<T>(result: &anyhow::Result<T>) -> RecordedResult {
+    match result {
+        Ok(_) => RecordedResult::Succeeded,
+        Err(e) if is_stop(e) => RecordedResult::Stopped,
+        Err(_) => RecordedResult::Failed,
+    }
 }
 
 /// Whether the run ended because the agent was told to stop (SIGTERM/SIGINT, SPEC §10).
@@ -511,11 +515,7 @@ fn save_results<T>(
 ) -> Vec<OperationResult> {
     record.finished = timestamp::rfc3339_nano(SystemTime::now());
     record.exit_code = if result.is_ok() { 0 } else { EXIT_FAILED };
-    record.result = Some(match result {
-        Ok(_) => RecordedResult::Succeeded,
-        Err(e) if is_stop(e) => RecordedResult::Stopped,
-        Err(_) => RecordedResult::Failed,
-    });
+    record.result = Some(ended(result));
     record.error = result.as_ref().err().map(|e| format!("{e:#}"));
     record.operations = operations;
     let file = record.path(&rt.state_dir);

@@ -259,7 +259,7 @@ fn one_run(
     } else {
         let result = record
             .result
-            .map_or_else(String::new, |r| format!(" ({})", state_word(r)));
+            .map_or_else(String::new, |r| format!(" ({})", r.as_str()));
         format!(
             "{}, finished {}, exit {}{result}",
             record.mode, record.finished, record.exit_code
@@ -278,15 +278,6 @@ fn one_run(
         }),
         entries,
     ))
-}
-
-fn state_word(r: results::RecordedResult) -> &'static str {
-    match r {
-        results::RecordedResult::Running => "running",
-        results::RecordedResult::Succeeded => "succeeded",
-        results::RecordedResult::Failed => "failed",
-        results::RecordedResult::Stopped => "stopped",
-    }
 }
 
 impl Entry {

@@ -52,6 +52,18 @@ pub enum RecordedResult {
     Stopped,
 }
 
+impl RecordedResult {
+    /// Its name in the record: `running`, `succeeded`, `failed`, `stopped`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 impl ResultsRecord {
     /// The record written when a run starts (SPEC §8.12). Its exit code and error are what a
     /// reader that does not know `result` (an earlier agent's `agent status`) should see if the
@@ -321,6 +333,14 @@ mod tests {
         let old: ResultsRecord = serde_json::from_value(old).unwrap();
         assert_eq!(old.result, None);
         assert!(!old.is_running());
+    }
+
+    #[test]
+    fn a_result_is_named_as_the_record_says_it() {
+        use RecordedResult::{Failed, Running, Stopped, Succeeded};
+        for r in [Running, Succeeded, Failed, Stopped] {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
     }
 
     #[test]
