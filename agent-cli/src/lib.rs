@@ -284,7 +284,7 @@ fn log_run_finished(result: &anyhow::Result<()>, operations: &[OperationResult],
     );
 }
 
-/// How the run ended, as its results record and its last line say it.
+/// How the run ended, as its results record (and from it, its metrics) and its last line say it.
 fn ended<T>(result: &anyhow::Result<T>) -> RecordedResult {
     match result {
         Ok(_) => RecordedResult::Succeeded,
@@ -523,7 +523,7 @@ fn save_results<T>(
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
     phases::time(Phase::Metrics, || {
-        metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
+        metrics::save(fs, rt, &record, started, interrupt);
     });
     record.operations
 }
