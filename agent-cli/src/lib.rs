@@ -273,20 +273,24 @@ fn log_failure(e: &anyhow::Error, stage: bool, operations: &[OperationResult]) {
 
 /// The run's last line: how it ended, what ran, and how long it took.
 fn log_run_finished(result: &anyhow::Result<()>, operations: &[OperationResult], started: Instant) {
-    let outcome = match result {
-        Ok(()) => "succeeded",
-        Err(e) if is_stop(e) => "stopped",
-        Err(_) => "failed",
-    };
     let count = |f: &dyn Fn(&OperationResult) -> bool| operations.iter().filter(|op| f(op)).count();
     info!(
-        result = %outcome,
+        result = %ended(result).as_str(),
         ran = count(&|op| op.decision == "ran"),
         skipped = count(&|op| op.decision == "skipped"),
         failed = count(&|op| op.succeeded == Some(false)),
         duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "run finished"
     );
+}
+
+/// How the run ended, as its results record (and from it, its metrics) and its last line say it.
+fn ended<T>(result: &anyhow::Result<T>) -> RecordedResult {
+    match result {
+        Ok(_) => RecordedResult::Succeeded,
+        Err(e) if is_stop(e) => RecordedResult::Stopped,
+        Err(_) => RecordedResult::Failed,
+    }
 }
 
 /// Whether the run ended because the agent was told to stop (SIGTERM/SIGINT, SPEC §10).
@@ -488,7 +492,7 @@ fn save_start(
         package,
         &timestamp::rfc3339_nano(started),
     );
-    let file = record_path(rt, &record);
+    let file = record.path(&rt.state_dir);
     phases::time(Phase::Results, || results::write(fs, &file, &record)).with_context(|| {
         format!(
             "writing the results record {} at the start of the run",
@@ -496,16 +500,6 @@ fn save_start(
         )
     })?;
     Ok(record)
-}
-
-/// `STATE/results/<package>/<version>/<mode>.json`.
-pub(crate) fn record_path(rt: &Runtime, record: &ResultsRecord) -> std::path::PathBuf {
-    results::path(
-        &rt.state_dir,
-        &record.package,
-        &record.version,
-        &record.mode,
-    )
 }
 
 /// SPEC §8.12: complete the run's start record with how it ended and write it over the start
@@ -521,19 +515,15 @@ fn save_results<T>(
 ) -> Vec<OperationResult> {
     record.finished = timestamp::rfc3339_nano(SystemTime::now());
     record.exit_code = if result.is_ok() { 0 } else { EXIT_FAILED };
-    record.result = Some(match result {
-        Ok(_) => RecordedResult::Succeeded,
-        Err(e) if is_stop(e) => RecordedResult::Stopped,
-        Err(_) => RecordedResult::Failed,
-    });
+    record.result = Some(ended(result));
     record.error = result.as_ref().err().map(|e| format!("{e:#}"));
     record.operations = operations;
-    let file = record_path(rt, &record);
+    let file = record.path(&rt.state_dir);
     if let Err(e) = phases::time(Phase::Results, || results::write(fs, &file, &record)) {
         warn!(file = %file.display(), error = %Chain(&e), "could not write the results record");
     }
     phases::time(Phase::Metrics, || {
-        metrics::save(fs, rt, &record, result.as_ref().err(), started, interrupt);
+        metrics::save(fs, rt, &record, started, interrupt);
     });
     record.operations
 }

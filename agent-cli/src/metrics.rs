@@ -8,28 +8,27 @@ use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
 use agent_core::state::metrics::{self, FinishedRun, InterruptTally, ResultLabel};
-use agent_core::state::results::ResultsRecord;
+use agent_core::state::results::{RecordedResult, ResultsRecord};
 use agent_core::state::status;
 use tracing::{debug, warn};
 
-/// Fold the finished run into `STATE/metrics/<pkg>.prom` (and the copy in
-/// `SKYHOOK_AGENT_METRICS_DIR`), unless `SKYHOOK_AGENT_WRITE_METRICS=false`. `error`: why the
-/// run failed, if it did.
+/// Fold the finished run, as its completed results record says it ended, into
+/// `STATE/metrics/<pkg>.prom` (and the copy in `SKYHOOK_AGENT_METRICS_DIR`), unless
+/// `SKYHOOK_AGENT_WRITE_METRICS=false`.
 pub(crate) fn save(
     fs: &HostFs,
     rt: &Runtime,
     record: &ResultsRecord,
-    error: Option<&anyhow::Error>,
     started: SystemTime,
     interrupt: Option<(&str, InterruptTally)>,
 ) {
     if !rt.write_metrics {
         return;
     }
-    let result = match error {
-        None => ResultLabel::Succeeded,
-        Some(e) if crate::is_stop(e) => ResultLabel::Stopped,
-        Some(_) => ResultLabel::Failed,
+    let result = match record.result {
+        Some(RecordedResult::Succeeded) => ResultLabel::Succeeded,
+        Some(RecordedResult::Stopped) => ResultLabel::Stopped,
+        _ => ResultLabel::Failed,
     };
     let run = FinishedRun {
         record,

@@ -254,13 +254,12 @@ fn one_run(
         }
         entries.push(Entry::of_operation(rt, op));
     }
-    let record_path = crate::record_path(rt, record);
     let ended = if record.is_running() {
         format!("{}, started {}, not finished", record.mode, record.started)
     } else {
         let result = record
             .result
-            .map_or_else(String::new, |r| format!(" ({})", state_word(r)));
+            .map_or_else(String::new, |r| format!(" ({})", r.as_str()));
         format!(
             "{}, finished {}, exit {}{result}",
             record.mode, record.finished, record.exit_code
@@ -275,19 +274,10 @@ fn one_run(
             finished: record.finished.clone(),
             exit_code: record.exit_code,
             result: record.result,
-            record: record_path.display().to_string(),
+            record: record.path(&rt.state_dir).display().to_string(),
         }),
         entries,
     ))
-}
-
-fn state_word(r: results::RecordedResult) -> &'static str {
-    match r {
-        results::RecordedResult::Running => "running",
-        results::RecordedResult::Succeeded => "succeeded",
-        results::RecordedResult::Failed => "failed",
-        results::RecordedResult::Stopped => "stopped",
-    }
 }
 
 impl Entry {

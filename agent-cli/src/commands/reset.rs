@@ -385,7 +385,7 @@ fn remove_and_record(
         error: error.clone(),
         operations,
     };
-    let path = results::path(&rt.state_dir, &t.package, &t.version, RESET_MODE);
+    let path = record.path(&rt.state_dir);
     let written = results::write(fs, &path, &record);
     if let Some(e) = error {
         return Err(Failure::failed(e));

@@ -437,16 +437,11 @@ pub fn holder(fs: &HostFs, host_path: &Path) -> Result<Option<Holder>, LockError
     }
 }
 
-/// A lock taken by [`try_acquire`]; released when dropped.
-#[derive(Debug)]
-pub struct HeldLock {
-    _flock: Flock<File>,
-}
-
 /// The outcome of [`try_acquire`].
 #[derive(Debug)]
 pub enum TryLock {
-    Acquired(HeldLock),
+    /// The lock, released when dropped.
+    Acquired(Flock<File>),
     /// Another agent holds it.
     Busy(Holder),
 }
@@ -464,7 +459,7 @@ pub fn try_acquire(
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
             let _ = overwrite(&flock, &holder_text(boot_id));
-            Ok(TryLock::Acquired(HeldLock { _flock: flock }))
+            Ok(TryLock::Acquired(flock))
         }
         Err((mut file, Errno::EWOULDBLOCK)) => {
             Ok(TryLock::Busy(Holder::parse(&read_holder(&mut file))))

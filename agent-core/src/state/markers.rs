@@ -12,13 +12,11 @@ use tracing::warn;
 
 use crate::compat::{gojson, pyrepr, timestamp};
 use crate::host::fs::{HostFs, HostFsError, MARKER_BOUND};
+use crate::host::identity::NAME_MAX;
 use crate::package::step::Step;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use std::collections::BTreeMap;
-
-/// Longest file name Linux accepts for one path component (`NAME_MAX`).
-const NAME_MAX: usize = 255;
 
 /// The Python agent's marker name, relative to `STATE/flags/<pkg>/<ver>/`.
 ///

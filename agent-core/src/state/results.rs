@@ -52,6 +52,18 @@ pub enum RecordedResult {
     Stopped,
 }
 
+impl RecordedResult {
+    /// Its name in the record: `running`, `succeeded`, `failed`, `stopped`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 impl ResultsRecord {
     /// The record written when a run starts (SPEC §8.12). Its exit code and error are what a
     /// reader that does not know `result` (an earlier agent's `agent status`) should see if the
@@ -82,6 +94,11 @@ impl ResultsRecord {
     /// Whether the record says its run has not finished.
     pub fn is_running(&self) -> bool {
         self.result == Some(RecordedResult::Running)
+    }
+
+    /// Where it is kept under `state_dir`: [`path`](fn@path) of its package, version and mode.
+    pub fn path(&self, state_dir: &Path) -> PathBuf {
+        path(state_dir, &self.package, &self.version, &self.mode)
     }
 }
 
@@ -263,6 +280,7 @@ mod tests {
         };
         let file = path(Path::new("/state"), "pkg", "1.0.0", "apply");
         assert_eq!(file, Path::new("/state/results/pkg/1.0.0/apply.json"));
+        assert_eq!(record.path(Path::new("/state")), file);
         write(&fs, &file, &record).unwrap();
         let back = read(&fs, &file).unwrap().unwrap();
         assert_eq!(back, record);
@@ -315,6 +333,14 @@ mod tests {
         let old: ResultsRecord = serde_json::from_value(old).unwrap();
         assert_eq!(old.result, None);
         assert!(!old.is_running());
+    }
+
+    #[test]
+    fn a_result_is_named_as_the_record_says_it() {
+        use RecordedResult::{Failed, Running, Stopped, Succeeded};
+        for r in [Running, Succeeded, Failed, Stopped] {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
     }
 
     #[test]

@@ -730,7 +730,7 @@ impl Found<'_> {
             parts.push(Verdict::Error);
         }
         if let Some(LastRun { run, reset_since }) = last {
-            let record = results::path(state, &run.package, &run.version, &run.mode);
+            let record = run.path(state);
             if run.is_running() {
                 // SPEC §8.12: no agent holds its lock, so it ended without saying how.
                 errors.extend(run_errors(name, run, &record));
