@@ -127,17 +127,11 @@ fn decode(bytes: &[u8], health: Health) -> Result<Decoded, DecodeError> {
         }
     };
     if health == Health::Check {
-        if let Err(RegistryError::Example {
-            type_name,
-            module,
-            example,
-            problem,
-        }) = check_example(descriptor)
-        {
+        if let Some(problem) = broken(descriptor) {
             return Err(DecodeError::BrokenKind {
-                type_name,
-                module,
-                problem: format!("its example {example} {problem}"),
+                type_name: descriptor.type_name,
+                module: descriptor.module,
+                problem,
             });
         }
     }
