@@ -22,16 +22,11 @@ enum Segment {
 fn render(path: &[Segment]) -> String {
     let mut out = String::new();
     for segment in path {
-        match segment {
-            Segment::Key(key) if out.is_empty() => out.push_str(key),
-            Segment::Key(key) => {
-                out.push('.');
-                out.push_str(key);
-            }
-            Segment::Index(i) => {
-                let _ = write!(out, "[{i}]");
-            }
-        }
+        let _ = match segment {
+            Segment::Key(key) if out.is_empty() => write!(out, "{key}"),
+            Segment::Key(key) => write!(out, ".{key}"),
+            Segment::Index(i) => write!(out, "[{i}]"),
+        };
     }
     out
 }
