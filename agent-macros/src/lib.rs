@@ -208,28 +208,26 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
     }
     let mut run = None;
     for item in &imp.items {
-        if let ImplItem::Const(c) = item {
-            return Err(Error::new(
-                c.ident.span(),
-                format!(
-                    "remove `const {}`: #[agent_core::interrupt] defines TYPE, SUMMARY and \
-                     EXAMPLE from its `type`, `summary` and `example`",
-                    c.ident
-                ),
-            ));
-        }
-        if let ImplItem::Fn(f) = item {
-            let name = f.sig.ident.to_string();
-            if name.starts_with("typetag_") {
+        match item {
+            ImplItem::Const(c) => {
+                return Err(Error::new(
+                    c.ident.span(),
+                    format!(
+                        "remove `const {}`: #[agent_core::interrupt] defines TYPE, SUMMARY and \
+                         EXAMPLE from its `type`, `summary` and `example`",
+                        c.ident
+                    ),
+                ));
+            }
+            ImplItem::Fn(f) if f.sig.ident.to_string().starts_with("typetag_") => {
                 return Err(Error::new(
                     f.sig.ident.span(),
                     "remove #[typetag::serde]: #[agent_core::interrupt] already registers the \
                      kind with typetag under its `type`",
                 ));
             }
-            if name == "run" {
-                run = Some(f);
-            }
+            ImplItem::Fn(f) if f.sig.ident == "run" => run = Some(f),
+            _ => {}
         }
     }
     let Some(run) = run else {
