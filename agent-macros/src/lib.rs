@@ -25,6 +25,9 @@ struct Args {
 const USAGE: &str = "write #[agent_core::interrupt(type = \"my_kind\", summary = \"what it does\")] \
                      (optionally example = r#\"{\"type\":\"my_kind\",...}\"#)";
 
+const ON_AN_IMPL: &str =
+    "#[agent_core::interrupt] goes on an `impl InterruptKind for YourKind { ... }` block";
+
 /// The longest wire name: it names marker files (`<type>_<i>.complete`) next to other names.
 const TYPE_MAX: usize = 64;
 
@@ -40,21 +43,14 @@ fn expand(
     args: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
 ) -> Result<proc_macro2::TokenStream> {
-    let item: Item = syn::parse2(item).map_err(|e| {
-        Error::new(
-            e.span(),
-            "#[agent_core::interrupt] goes on an `impl InterruptKind for YourKind { ... }` block",
-        )
-    })?;
+    let item: Item = syn::parse2(item).map_err(|e| Error::new(e.span(), ON_AN_IMPL))?;
     let Item::Impl(imp) = item else {
         let what = match &item {
             Item::Struct(_) | Item::Enum(_) => {
                 "#[agent_core::interrupt] goes on the kind's `impl InterruptKind for YourKind { ... }` \
                  block, not on the type: keep only #[derive(Debug, Serialize, Deserialize)] here"
             }
-            _ => {
-                "#[agent_core::interrupt] goes on an `impl InterruptKind for YourKind { ... }` block"
-            }
+            _ => ON_AN_IMPL,
         };
         return Err(Error::new(first_token_span(&item), what));
     };
@@ -109,10 +105,9 @@ fn parse_args(args: proc_macro2::TokenStream) -> Result<Args> {
         Ok(())
     });
     syn::parse::Parser::parse2(parser, args)?;
-    let span = Span::call_site();
-    let type_name =
-        type_name.ok_or_else(|| Error::new(span, format!("missing `type`: {USAGE}")))?;
-    let summary = summary.ok_or_else(|| Error::new(span, format!("missing `summary`: {USAGE}")))?;
+    let missing = |key: &str| Error::new(Span::call_site(), format!("missing `{key}`: {USAGE}"));
+    let type_name = type_name.ok_or_else(|| missing("type"))?;
+    let summary = summary.ok_or_else(|| missing("summary"))?;
     check_type_name(&type_name)?;
     if summary.value().trim().is_empty() || summary.value().contains('\n') {
         return Err(Error::new(
@@ -197,19 +192,10 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
         ));
     }
     for attr in &imp.attrs {
-        let last = attr
-            .path()
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        let first = attr
-            .path()
-            .segments
-            .first()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_default();
-        if first == "typetag" || last == "async_trait" {
+        let segments = &attr.path().segments;
+        if segments.first().is_some_and(|s| s.ident == "typetag")
+            || segments.last().is_some_and(|s| s.ident == "async_trait")
+        {
             return Err(Error::new_spanned(
                 attr,
                 format!(
@@ -222,28 +208,26 @@ fn check_impl(imp: &ItemImpl) -> Result<()> {
     }
     let mut run = None;
     for item in &imp.items {
-        if let ImplItem::Const(c) = item {
-            return Err(Error::new(
-                c.ident.span(),
-                format!(
-                    "remove `const {}`: #[agent_core::interrupt] defines TYPE, SUMMARY and \
-                     EXAMPLE from its `type`, `summary` and `example`",
-                    c.ident
-                ),
-            ));
-        }
-        if let ImplItem::Fn(f) = item {
-            let name = f.sig.ident.to_string();
-            if name.starts_with("typetag_") {
+        match item {
+            ImplItem::Const(c) => {
+                return Err(Error::new(
+                    c.ident.span(),
+                    format!(
+                        "remove `const {}`: #[agent_core::interrupt] defines TYPE, SUMMARY and \
+                         EXAMPLE from its `type`, `summary` and `example`",
+                        c.ident
+                    ),
+                ));
+            }
+            ImplItem::Fn(f) if f.sig.ident.to_string().starts_with("typetag_") => {
                 return Err(Error::new(
                     f.sig.ident.span(),
                     "remove #[typetag::serde]: #[agent_core::interrupt] already registers the \
                      kind with typetag under its `type`",
                 ));
             }
-            if name == "run" {
-                run = Some(f);
-            }
+            ImplItem::Fn(f) if f.sig.ident == "run" => run = Some(f),
+            _ => {}
         }
     }
     let Some(run) = run else {

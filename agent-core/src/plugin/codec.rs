@@ -127,17 +127,11 @@ fn decode(bytes: &[u8], health: Health) -> Result<Decoded, DecodeError> {
         }
     };
     if health == Health::Check {
-        if let Err(RegistryError::Example {
-            type_name,
-            module,
-            example,
-            problem,
-        }) = check_example(descriptor)
-        {
+        if let Some(problem) = broken(descriptor) {
             return Err(DecodeError::BrokenKind {
-                type_name,
-                module,
-                problem: format!("its example {example} {problem}"),
+                type_name: descriptor.type_name,
+                module: descriptor.module,
+                problem,
             });
         }
     }
@@ -169,11 +163,9 @@ fn decode(bytes: &[u8], health: Health) -> Result<Decoded, DecodeError> {
         error,
         unknown: note,
     })?;
-    let unknown_fields = if let Some(unknown) = listed_unknown {
-        unknown
-    } else {
-        // No fixed field list (`#[serde(flatten)]`, a map): whatever the canonical form
-        // does not carry was ignored by the kind.
+    // No fixed field list (`#[serde(flatten)]`, a map): whatever the canonical form does not
+    // carry was ignored by the kind.
+    let unknown_fields = listed_unknown.unwrap_or_else(|| {
         let canonical: serde_json::Value =
             serde_json::from_str(&interrupt.to_json()).unwrap_or_default();
         fields
@@ -181,7 +173,7 @@ fn decode(bytes: &[u8], health: Health) -> Result<Decoded, DecodeError> {
             .filter(|k| canonical.get(k.as_str()).is_none())
             .cloned()
             .collect()
-    };
+    });
     Ok(Decoded {
         interrupt,
         unknown_fields,

@@ -186,13 +186,12 @@ pub struct DuplicateKind {
 
 /// The message of a panic caught in a kind's code.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+        .to_owned()
 }
 
 /// A command line an interrupt operation runs chrooted into the host, with its options.
@@ -239,10 +238,7 @@ impl Command {
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.program)?;
-        for a in &self.args {
-            write!(f, " {a}")?;
-        }
-        Ok(())
+        self.args.iter().try_for_each(|a| write!(f, " {a}"))
     }
 }
 
@@ -391,16 +387,9 @@ impl From<BootIdError> for InterruptError {
 ///
 /// The contract owns the type; the interrupt runner (a real run) and `agent plan` (a dry run)
 /// provide what is behind it, so the kind's code is the same in both.
+#[derive(Debug)]
 pub struct InterruptContext {
     ops: Arc<dyn Operations>,
-}
-
-impl fmt::Debug for InterruptContext {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("InterruptContext")
-            .field("ops", &self.ops)
-            .finish()
-    }
 }
 
 /// What stands behind an [`InterruptContext`]: a real run or a dry run.

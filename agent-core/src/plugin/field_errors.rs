@@ -22,16 +22,11 @@ enum Segment {
 fn render(path: &[Segment]) -> String {
     let mut out = String::new();
     for segment in path {
-        match segment {
-            Segment::Key(key) if out.is_empty() => out.push_str(key),
-            Segment::Key(key) => {
-                out.push('.');
-                out.push_str(key);
-            }
-            Segment::Index(i) => {
-                let _ = write!(out, "[{i}]");
-            }
-        }
+        let _ = match segment {
+            Segment::Key(key) if out.is_empty() => write!(out, "{key}"),
+            Segment::Key(key) => write!(out, ".{key}"),
+            Segment::Index(i) => write!(out, "[{i}]"),
+        };
     }
     out
 }
@@ -47,14 +42,14 @@ pub(crate) struct Layout {
 impl Layout {
     /// `fields` laid out with `"type"` first.
     pub(crate) fn of(fields: &Map<String, Value>) -> Self {
+        let mut entries: Vec<_> = fields.iter().collect();
+        // A stable sort: `"type"` first, the others in their order.
+        entries.sort_by_key(|(key, _)| key.as_str() != "type");
+        let entries = entries
+            .into_iter()
+            .map(|(key, value)| (Segment::Key(key.clone()), value));
         let mut layout = Self::default();
-        let mut entries: Vec<(&String, &Value)> = fields
-            .iter()
-            .filter(|(k, _)| k.as_str() == "type")
-            .collect();
-        entries.extend(fields.iter().filter(|(k, _)| k.as_str() != "type"));
-        let mut path = Vec::new();
-        layout.object("", &entries, &mut path, "");
+        layout.nested("{", entries, &mut Vec::new(), "}");
         layout
     }
 
@@ -64,42 +59,37 @@ impl Layout {
         self.paths.push(path.to_vec());
     }
 
-    fn object(
+    /// An object's or an array's lines: `open`, each child's under its path, then `close`.
+    fn nested<'v>(
         &mut self,
-        prefix: &str,
-        entries: &[(&String, &Value)],
+        open: &str,
+        children: impl ExactSizeIterator<Item = (Segment, &'v Value)>,
         path: &mut Vec<Segment>,
-        comma: &str,
+        close: &str,
     ) {
-        self.line(&format!("{prefix}{{"), path);
-        for (i, (key, value)) in entries.iter().enumerate() {
-            path.push(Segment::Key((*key).clone()));
-            let key = Value::String((*key).clone());
-            self.value(
-                &format!("{key}: "),
-                value,
-                path,
-                separator(i, entries.len()),
-            );
+        self.line(open, path);
+        let len = children.len();
+        for (i, (segment, child)) in children.enumerate() {
+            let prefix = match &segment {
+                Segment::Key(key) => format!("{}: ", Value::String(key.clone())),
+                Segment::Index(_) => String::new(),
+            };
+            path.push(segment);
+            self.value(&prefix, child, path, if i + 1 < len { "," } else { "" });
             path.pop();
         }
-        self.line(&format!("}}{comma}"), path);
+        self.line(close, path);
     }
 
     fn value(&mut self, prefix: &str, value: &Value, path: &mut Vec<Segment>, comma: &str) {
         match value {
             Value::Array(items) if !items.is_empty() => {
-                self.line(&format!("{prefix}["), path);
-                for (i, item) in items.iter().enumerate() {
-                    path.push(Segment::Index(i));
-                    self.value("", item, path, separator(i, items.len()));
-                    path.pop();
-                }
-                self.line(&format!("]{comma}"), path);
+                let items = (0..items.len()).map(Segment::Index).zip(items);
+                self.nested(&format!("{prefix}["), items, path, &format!("]{comma}"));
             }
             Value::Object(map) if !map.is_empty() => {
-                let entries: Vec<(&String, &Value)> = map.iter().collect();
-                self.object(prefix, &entries, path, comma);
+                let entries = map.keys().cloned().map(Segment::Key).zip(map.values());
+                self.nested(&format!("{prefix}{{"), entries, path, &format!("}}{comma}"));
             }
             scalar => self.line(&format!("{prefix}{scalar}{comma}"), path),
         }
@@ -121,10 +111,6 @@ impl Layout {
     }
 }
 
-fn separator(i: usize, len: usize) -> &'static str {
-    if i + 1 < len { "," } else { "" }
-}
-
 /// `message` about the value at `path`, in the payload's terms.
 fn describe(message: &str, path: &[Segment]) -> String {
     let at = |detail: String| {
@@ -134,20 +120,20 @@ fn describe(message: &str, path: &[Segment]) -> String {
             format!("field {:?}: {detail}", render(path))
         }
     };
+    // The path of field `name` of the object at `parent`.
+    let field = |parent: &[Segment], name: &str| {
+        render(&[parent, &[Segment::Key(name.to_owned())]].concat())
+    };
     if let Some(name) = quoted(message, "missing field `") {
-        let mut field = path.to_vec();
-        field.push(Segment::Key(name.to_owned()));
-        return format!("field {:?} is missing", render(&field));
+        return format!("field {:?} is missing", field(path, name));
     }
     if let Some(name) = quoted(message, "unknown field `") {
         // Raised at the key, whose line is the field's own.
         let known = backquoted(message.split_once("expected").map_or("", |(_, list)| list));
         let parent = path.split_last().map_or(&[][..], |(_, parent)| parent);
-        let mut field = parent.to_vec();
-        field.push(Segment::Key(name.to_owned()));
         return format!(
             "unknown field {:?}{}",
-            render(&field),
+            field(parent, name),
             suggestion(name, known.iter().copied())
         );
     }
@@ -194,24 +180,16 @@ fn backquoted(text: &str) -> Vec<&str> {
 
 /// serde's name of a Rust type, as a payload author reads it.
 fn expected_in_json(expected: &str) -> String {
-    let unsigned = ["u8", "u16", "u32", "u64", "u128", "usize"];
-    let signed = ["i8", "i16", "i32", "i64", "i128", "isize"];
-    if unsigned.contains(&expected) {
-        return "an unsigned integer".to_owned();
-    }
-    if signed.contains(&expected) {
-        return "an integer".to_owned();
-    }
     if let Some(n) = expected.strip_prefix("a tuple of size ") {
         return format!("an array of {n} elements");
     }
-    if expected.starts_with("struct ") {
-        return "an object".to_owned();
-    }
     match expected {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "an unsigned integer",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "an integer",
         "f32" | "f64" => "a number",
         "a sequence" => "an array",
         "a map" => "an object",
+        _ if expected.starts_with("struct ") => "an object",
         "a borrowed string" => "a string",
         "a character" => "a one-character string",
         "unit" => "null",
@@ -222,23 +200,16 @@ fn expected_in_json(expected: &str) -> String {
 
 /// serde's description of the value it found, as JSON.
 fn found_in_json(found: &str) -> String {
-    let ticked = |prefix: &str| {
-        found
-            .strip_prefix(prefix)
-            .and_then(|v| v.strip_prefix('`'))
-            .and_then(|v| v.strip_suffix('`'))
-    };
-    if let Some(n) = ticked("integer ") {
-        return format!("the integer {n}");
-    }
-    if let Some(n) = ticked("floating point ") {
-        return format!("the number {n}");
-    }
-    if let Some(b) = ticked("boolean ") {
-        return b.to_owned();
-    }
-    if let Some(c) = ticked("character ") {
-        return format!("the string {c:?}");
+    // `integer `5``: what it is, then its value in backquotes.
+    let ticked = found
+        .split_once(" `")
+        .and_then(|(what, value)| Some((what, value.strip_suffix('`')?)));
+    match ticked {
+        Some(("integer", n)) => return format!("the integer {n}"),
+        Some(("floating point", n)) => return format!("the number {n}"),
+        Some(("boolean", b)) => return b.to_owned(),
+        Some(("character", c)) => return format!("the string {c:?}"),
+        _ => {}
     }
     if let Some(s) = found.strip_prefix("string ") {
         return format!("the string {s}");

@@ -51,7 +51,7 @@ inventory::collect!(InterruptDescriptor);
 /// Every registered kind, sorted by type name.
 pub fn kinds() -> Vec<&'static InterruptDescriptor> {
     let mut all: Vec<_> = inventory::iter::<InterruptDescriptor>.into_iter().collect();
-    all.sort_by(|a, b| a.type_name.cmp(b.type_name).then(a.module.cmp(b.module)));
+    all.sort_by_key(|d| (d.type_name, d.module));
     all
 }
 

@@ -43,26 +43,20 @@ pub(crate) const UNIT_NAME_MAX: usize = 255;
 pub fn systemd_unit_name(field: &str, name: &str) -> Result<(), InvalidField> {
     let valid_char =
         |c: char| c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '\\' | '@');
-    if name.is_empty() {
-        return Err(InvalidField::new(field, "a service name is empty"));
-    }
-    if name.starts_with('-') {
-        return Err(InvalidField::new(
-            field,
-            format!("{name:?} must not start with '-'"),
-        ));
-    }
-    if name.starts_with('.')
+    let problem = if name.is_empty() {
+        "a service name is empty".to_owned()
+    } else if name.starts_with('-') {
+        format!("{name:?} must not start with '-'")
+    } else if name.starts_with('.')
         || name.starts_with('@')
         || name.len() > UNIT_NAME_MAX
         || !name.chars().all(valid_char)
     {
-        return Err(InvalidField::new(
-            field,
-            format!("{name:?} is not a valid systemd unit name"),
-        ));
-    }
-    Ok(())
+        format!("{name:?} is not a valid systemd unit name")
+    } else {
+        return Ok(());
+    };
+    Err(InvalidField::new(field, problem))
 }
 
 /// `value` lies within `range` (both ends included).
