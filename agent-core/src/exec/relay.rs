@@ -212,7 +212,6 @@ impl Relay {
         wake: Wake,
         policy: DrainPolicy,
     ) -> Self {
-        let (log_append, log_splice) = log.as_ref().map_or((false, false), prepare_log);
         let streams = pipes
             .into_iter()
             .map(|(pipe, sink, line)| {
@@ -233,6 +232,8 @@ impl Relay {
                 }
             })
             .collect();
+        // After the streams' paths are chosen, as before the log's O_APPEND is cleared.
+        let (log_append, log_splice) = log.as_ref().map_or((false, false), prepare_log);
         Self {
             streams,
             wake,
