@@ -391,8 +391,10 @@ fn not_a_dir(what: impl std::fmt::Display, meta: &fs::Metadata) -> PreflightErro
 
 /// The lexically cleaned components of a host-absolute path (`..` may not climb above `/`).
 fn host_components(host_path: &Path) -> Result<Vec<OsString>, PreflightError> {
-    // Past the cleaned path's leading `/`.
-    let cleaned = HostFs::clean(host_path)?;
+    // Past the cleaned path's leading `/`. A `..` above `/` is pre-flight's own refusal.
+    let cleaned = HostFs::clean(host_path).map_err(|_| {
+        PreflightError::Other(format!("{} escapes the host root", host_path.display()))
+    })?;
     Ok(cleaned.iter().skip(1).map(OsStr::to_owned).collect())
 }
 
