@@ -101,10 +101,14 @@ pub(super) fn source_error(path: &Path, e: io::Error) -> PreflightError {
 
 /// Accept only "nothing there" from a failed `stat` of a path that may be created.
 pub(super) fn check_absent(path: &Path, host: &str, e: io::Error) -> Result<(), PreflightError> {
-    match stat_error(path, host, "inspecting", e) {
-        PreflightError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound => Ok(()),
-        err => Err(err),
+    if e.kind() == io::ErrorKind::NotFound && !is_symlink(path) {
+        return Ok(());
     }
+    Err(stat_error(path, host, "inspecting", e))
+}
+
+fn is_symlink(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// A failed `stat` of `path` (`shown` in messages): a link cycle and a dangling link named as
@@ -113,9 +117,7 @@ fn stat_error(path: &Path, shown: &str, op: &'static str, e: io::Error) -> Prefl
     if e.raw_os_error() == Some(libc::ELOOP) {
         return PreflightError::SymlinkCycle(shown.to_owned());
     }
-    if e.kind() == io::ErrorKind::NotFound
-        && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
-    {
+    if e.kind() == io::ErrorKind::NotFound && is_symlink(path) {
         return PreflightError::Other(format!("{shown} is a dangling symbolic link"));
     }
     io_error(op, shown)(e)
@@ -296,15 +298,15 @@ pub(super) fn sync_dir(dir: &OwnedFd) {
     let _ = nix::unistd::fsync(dir);
 }
 
-/// `map_err(io_error("writing", host))`: [`PreflightError::Io`] of `op` on `host`.
+/// `map_err(io_error("writing", host))`: [`PreflightError::Io`] of `op` on `host` (its text
+/// made only when there is an error).
 pub(super) fn io_error<E: Into<io::Error>>(
     op: &'static str,
     host: impl std::fmt::Display,
 ) -> impl FnOnce(E) -> PreflightError {
-    let path = host.to_string();
     move |source| PreflightError::Io {
         op,
-        path,
+        path: host.to_string(),
         source: source.into(),
     }
 }
