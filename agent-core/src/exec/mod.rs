@@ -326,9 +326,12 @@ pub(crate) async fn with_heartbeat<F: std::future::Future>(
 
 impl std::fmt::Display for Termination {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.exit_code(), self.signal()) {
-            (Some(c), _) => write!(f, "exit code {c}"),
-            (None, s) => write!(f, "signal {}", s.unwrap_or_default()),
+        match self {
+            Termination::Exited(c) => write!(f, "exit code {c}"),
+            Termination::Signalled(s) => match Signal::try_from(*s) {
+                Ok(sig) => write!(f, "signal {}", sig.as_str()),
+                Err(_) => write!(f, "signal {s}"),
+            },
         }
     }
 }
