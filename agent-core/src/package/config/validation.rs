@@ -371,19 +371,6 @@ impl Validator {
         }
     }
 
-    /// A key of `modes` that is not a stage mode.
-    pub(super) fn unknown_mode(&mut self, path: &str, key: &str) {
-        let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
-        self.error(
-            path,
-            format!(
-                "unknown stage mode {} (expected one of {})",
-                quote(key),
-                known.join(", ")
-            ),
-        );
-    }
-
     /// One step object. Returns the step if every field validated, and its `path` if that
     /// field alone is well-formed (so file checks still run on an otherwise broken step).
     pub(super) fn step(
@@ -398,10 +385,12 @@ impl Validator {
 
         let name = self
             .required(object, path, "name", Self::string)
+            // The finding's path is built only for a name that breaks the rule.
             .filter(|name| {
-                self.rule(is_step_name(name), &field(path, "name"), || {
-                    format!("{} must match {STEP_NAME_PATTERN}", quote(name))
-                })
+                is_step_name(name)
+                    || self.rule(false, &field(path, "name"), || {
+                        format!("{} must match {STEP_NAME_PATTERN}", quote(name))
+                    })
             });
 
         let step_path = self
@@ -471,8 +460,9 @@ impl Validator {
             }
         }
 
-        // Built only if every field validated.
+        // Built only if every field and the upgrade rules validated.
         let step = (|| {
+            upgrade_ok.then_some(())?;
             Some(Step {
                 name: name?.to_owned(),
                 path: step_path?.to_owned(),
@@ -484,7 +474,7 @@ impl Validator {
                 upgrade_step: upgrade_step?,
             })
         })();
-        (step.filter(|_| upgrade_ok), step_path.map(str::to_owned))
+        (step, step_path.map(str::to_owned))
     }
 
     fn returncodes(&mut self, value: &Value, path: &str) -> Option<Vec<i64>> {
@@ -562,6 +552,14 @@ impl Validator {
         }
     }
 
+    /// Whether rule `ok` holds; a finding at `path` when it does not.
+    fn rule<M: Into<String>>(&mut self, ok: bool, path: &str, message: impl FnOnce() -> M) -> bool {
+        if !ok {
+            self.error(path, message());
+        }
+        ok
+    }
+
     // Typed access. Each reports a finding naming the path, the expected type and what was found.
 
     /// `key` of `object` (a finding when it is missing), read by `read` at its JSON path.
@@ -583,14 +581,6 @@ impl Validator {
         self.error(&field(parent, key), "required field is missing");
     }
 
-    /// Whether rule `ok` holds; a finding at `path` when it does not.
-    fn rule<M: Into<String>>(&mut self, ok: bool, path: &str, message: impl FnOnce() -> M) -> bool {
-        if !ok {
-            self.error(path, message());
-        }
-        ok
-    }
-
     /// `read`, the value at `path` as `what` (`a string`, ...); a finding when it is not.
     fn typed<T>(&mut self, read: Option<T>, what: &str, value: &Value, path: &str) -> Option<T> {
         if read.is_none() {
@@ -599,7 +589,7 @@ impl Validator {
         read
     }
 
-    pub(super) fn expected(&mut self, what: &str, value: &Value, path: &str) {
+    fn expected(&mut self, what: &str, value: &Value, path: &str) {
         self.error(path, expected(what, value));
     }
 
@@ -703,7 +693,15 @@ pub(super) fn path_sort_key(path: &str) -> Vec<(bool, usize, String)> {
 
 impl ModeChecks for Validator {
     fn unknown_mode(&mut self, path: &str, key: &str) {
-        Validator::unknown_mode(self, path, key);
+        let known: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+        self.error(
+            path,
+            format!(
+                "unknown stage mode {} (expected one of {})",
+                quote(key),
+                known.join(", ")
+            ),
+        );
     }
 
     fn not_an_array(&mut self, value: &Value, path: &str) {
