@@ -133,7 +133,7 @@ impl Operations for DryRun {
         command: Command,
     ) -> Result<(), InterruptError> {
         let s = &self.settings;
-        let name = format!("{}_{index}", self.type_name);
+        let name = interrupt_markers::operation_name(self.type_name, index);
         // SPEC §9.5: as a run refuses it.
         if !self.state().used.insert(index) {
             return Err(InterruptError::DuplicateOperation {

@@ -209,7 +209,7 @@ impl Performer {
 
     /// `<type>_<index>`: operation `index`'s name.
     pub(crate) fn name(&self, index: usize) -> String {
-        format!("{}_{index}", self.type_name)
+        interrupt_markers::operation_name(self.type_name, index)
     }
 
     /// The after-reboot operation saw the shutdown it asked for.
@@ -461,8 +461,8 @@ impl Performer {
         );
         if done {
             s.exec.output.print(&format!(
-                "Skipping interrupt {}_{index} because it was already run for {}\n",
-                self.type_name, s.resource_id
+                "Skipping interrupt {name} because it was already run for {}\n",
+                s.resource_id
             ));
             self.push(
                 OperationRecord::Skipped {

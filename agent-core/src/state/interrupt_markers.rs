@@ -24,19 +24,24 @@ pub fn resource_dir(state_dir: &Path, resource_id: &str) -> PathBuf {
     resources_dir(state_dir).join(resource_id)
 }
 
+/// `<TYPE>_<i>`: the name of a kind's operation `index`, which its markers begin with.
+pub fn operation_name(kind: &str, index: usize) -> String {
+    format!("{kind}_{index}")
+}
+
 /// Marker of a completed interrupt operation, shared with both upstream agents (SPEC §9.3).
 pub fn complete_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.{COMPLETE}")
+    format!("{}.{COMPLETE}", operation_name(kind, index))
 }
 
 /// Marker of an after-reboot operation waiting for the boot ID to change (SPEC §9.4).
 pub fn pending_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.{PENDING}")
+    format!("{}.{PENDING}", operation_name(kind, index))
 }
 
 /// Reboot loop guard counter; upstream agents ignore this file (SPEC §9.6).
 pub fn attempts_name(kind: &str, index: usize) -> String {
-    format!("{kind}_{index}.{ATTEMPTS}")
+    format!("{}.{ATTEMPTS}", operation_name(kind, index))
 }
 
 /// The content of a completion marker: the UTC time it was written (RFC 3339, nanoseconds).
