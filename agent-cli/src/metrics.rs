@@ -8,7 +8,7 @@ use agent_core::host::errors::Chain;
 use agent_core::host::fs::HostFs;
 use agent_core::host::runtime::Runtime;
 use agent_core::state::metrics::{self, FinishedRun, InterruptTally, ResultLabel};
-use agent_core::state::results::{RecordedResult, ResultsRecord};
+use agent_core::state::results::ResultsRecord;
 use agent_core::state::status;
 use tracing::{debug, warn};
 
@@ -25,11 +25,7 @@ pub(crate) fn save(
     if !rt.write_metrics {
         return;
     }
-    let result = match record.result {
-        Some(RecordedResult::Succeeded) => ResultLabel::Succeeded,
-        Some(RecordedResult::Stopped) => ResultLabel::Stopped,
-        _ => ResultLabel::Failed,
-    };
+    let result = ResultLabel::of(record.result);
     let run = FinishedRun {
         record,
         result,

@@ -24,7 +24,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::host::fs::{HostFs, HostFsError, RECORD_BOUND};
-use crate::state::results::{OperationResult, ResultsRecord};
+use crate::state::results::{OperationResult, RecordedResult, ResultsRecord};
 use crate::state::status::{Standing, Verdict};
 
 /// What one interrupt run did, counted for the node's metrics (counted by the interrupt runner).
@@ -63,6 +63,16 @@ impl ResultLabel {
             ResultLabel::Succeeded => "succeeded",
             ResultLabel::Failed => "failed",
             ResultLabel::Stopped => "stopped",
+        }
+    }
+
+    /// The label of a finished run's recorded result. A record without one, or still
+    /// `running`, did not succeed: it counts as failed.
+    pub const fn of(result: Option<RecordedResult>) -> Self {
+        match result {
+            Some(RecordedResult::Succeeded) => ResultLabel::Succeeded,
+            Some(RecordedResult::Stopped) => ResultLabel::Stopped,
+            Some(RecordedResult::Failed | RecordedResult::Running) | None => ResultLabel::Failed,
         }
     }
 }

@@ -492,3 +492,19 @@ fn the_verdict_is_one_gauge_per_verdict_and_the_pending_reboot_one_gauge() {
             .contains("skyhook_agent_status")
     );
 }
+
+#[test]
+fn a_runs_label_is_the_word_of_its_recorded_result_and_anything_unfinished_failed() {
+    for r in [
+        RecordedResult::Succeeded,
+        RecordedResult::Failed,
+        RecordedResult::Stopped,
+    ] {
+        assert_eq!(ResultLabel::of(Some(r)).as_str(), r.as_str());
+    }
+    assert_eq!(
+        ResultLabel::of(Some(RecordedResult::Running)),
+        ResultLabel::Failed
+    );
+    assert_eq!(ResultLabel::of(None), ResultLabel::Failed);
+}
