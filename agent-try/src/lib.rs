@@ -182,17 +182,14 @@ pub fn run(options: &Options<'_>) -> Result<Outcome, Error> {
 
 /// Check every argument and stage the scratch directory. Nothing is started before this passes.
 fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
-    let package_dir = std::fs::canonicalize(args.package_dir).map_err(failed(format!(
-        "package directory {}",
-        args.package_dir.display()
-    )))?;
+    let package_dir = std::fs::canonicalize(args.package_dir)
+        .map_err(failed("package directory", args.package_dir))?;
     let config_path = package_dir.join("config.json");
     let skyhook_dir = package_dir.join("skyhook_dir");
     let (config, _warnings) = PackageConfig::load(&config_path, &skyhook_dir)
         .map_err(|e| Error::Failed(format!("loading {}: {}", config_path.display(), Chain(&e))))?;
     let (pkg, ver) = (config.package_name, config.package_version);
-    let lower = std::fs::canonicalize(args.root)
-        .map_err(failed(format!("lower root {}", args.root.display())))?;
+    let lower = std::fs::canonicalize(args.root).map_err(failed("lower root", args.root))?;
     if !lower.is_dir() {
         return Err(Error::Failed(format!(
             "lower root {} is not a directory",
@@ -264,7 +261,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
     let cm_dir = scratch_path.join("configmaps");
     std::fs::create_dir(&cm_dir)
         .and_then(|()| std::fs::create_dir(scratch_path.join("c")))
-        .map_err(failed(format!("creating {}", cm_dir.display())))?;
+        .map_err(failed("creating", &cm_dir))?;
     let mut configmaps = Vec::new();
     for nf in args.configmaps {
         let Some((name, file)) = nf.split_once('=') else {
@@ -285,7 +282,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         (keep_dir(dir, &lower)?, true)
     } else {
         let dir = scratch_path.join("out");
-        std::fs::create_dir(&dir).map_err(failed(format!("creating {}", dir.display())))?;
+        std::fs::create_dir(&dir).map_err(failed("creating", &dir))?;
         (dir, false)
     };
 
@@ -310,7 +307,7 @@ fn prepare(args: &Options<'_>) -> Result<(Spec, Scratch), Error> {
         &file,
         serde_json::to_vec(&spec).expect("the spec serializes"),
     )
-    .map_err(failed(format!("writing {}", file.display())))?;
+    .map_err(failed("writing", &file))?;
     Ok((spec, scratch))
 }
 
@@ -342,15 +339,14 @@ fn stage_configmap(name: &str, file: &Path, dest: &Path) -> Result<(), Error> {
         .open(file)
         .map_err(reading)?;
     regular(src.metadata().map_err(reading)?)?;
-    let mut to =
-        std::fs::File::create_new(dest).map_err(failed(format!("creating {}", dest.display())))?;
+    let mut to = std::fs::File::create_new(dest).map_err(failed("creating", dest))?;
     std::io::copy(&mut src, &mut to).map_err(reading)?;
     Ok(())
 }
 
-/// `Error::Failed` with `context` before the cause.
-fn failed<E: std::fmt::Display>(context: String) -> impl FnOnce(E) -> Error {
-    move |e| Error::Failed(format!("{context}: {e}"))
+/// `Error::Failed` saying `<what> <path>: <cause>` (its text made only on failure).
+fn failed<E: std::fmt::Display>(what: &'static str, path: &Path) -> impl FnOnce(E) -> Error {
+    move |e| Error::Failed(format!("{what} {}: {e}", path.display()))
 }
 
 /// What a file that is not a regular one is, for an error message.
@@ -375,7 +371,7 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// its filesystem (the mount's device and root, mountinfo); LOWER `/` takes every other path as
 /// outside (the keep directory is then one that LOWER holds, on purpose).
 fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
-    let failed = |e: String| Error::Failed(format!("--keep {}: {e}", dir.display()));
+    let keep_err = |e: String| Error::Failed(format!("--keep {}: {e}", dir.display()));
     let outside_lower = |p: &Path| -> Result<(), Error> {
         if lower == Path::new("/") {
             return Ok(());
@@ -383,21 +379,21 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
         let inside = p.starts_with(lower) || {
             let mounts = std::fs::read_to_string("/proc/self/mountinfo")
                 .map(|t| mounts::parse_mountinfo(&t))
-                .map_err(|e| failed(format!("reading /proc/self/mountinfo: {e}")))?;
-            let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(failed)?;
-            let (dev, path) = mounts::location(p, &mounts).map_err(failed)?;
+                .map_err(|e| keep_err(format!("reading /proc/self/mountinfo: {e}")))?;
+            let (lower_dev, lower_path) = mounts::location(lower, &mounts).map_err(keep_err)?;
+            let (dev, path) = mounts::location(p, &mounts).map_err(keep_err)?;
             dev == lower_dev && path.starts_with(lower_path)
         };
         if inside {
             let lower = lower.display();
-            return Err(failed(format!(
+            return Err(keep_err(format!(
                 "inside the lower root {lower}, which is never written"
             )));
         }
         Ok(())
     };
     // Refused before anything is created: the nearest existing ancestor, links resolved.
-    let absolute = std::path::absolute(dir).map_err(|e| failed(e.to_string()))?;
+    let absolute = std::path::absolute(dir).map_err(|e| keep_err(e.to_string()))?;
     let existing = absolute
         .ancestors()
         .find_map(|a| std::fs::canonicalize(a).ok())
@@ -406,19 +402,19 @@ fn keep_dir(dir: &Path, lower: &Path) -> Result<PathBuf, Error> {
     match std::fs::read_dir(dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
-                return Err(failed("the directory is not empty".into()));
+                return Err(keep_err("the directory is not empty".into()));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).map_err(|e| failed(format!("creating it: {e}")))?;
+            std::fs::create_dir_all(dir).map_err(|e| keep_err(format!("creating it: {e}")))?;
         }
-        Err(e) => return Err(failed(e.to_string())),
+        Err(e) => return Err(keep_err(e.to_string())),
     }
-    let dir = std::fs::canonicalize(dir).map_err(|e| failed(e.to_string()))?;
+    let dir = std::fs::canonicalize(dir).map_err(|e| keep_err(e.to_string()))?;
     outside_lower(&dir)?;
     // It holds copies of what the steps wrote: for its owner alone.
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| failed(format!("chmod 0700: {e}")))?;
+        .map_err(|e| keep_err(format!("chmod 0700: {e}")))?;
     Ok(dir)
 }
 
@@ -430,10 +426,7 @@ impl Scratch {
         let template = std::env::temp_dir().join("agent-try-XXXXXX");
         nix::unistd::mkdtemp(&template)
             .map(Self)
-            .map_err(failed(format!(
-                "creating a scratch directory {}",
-                template.display()
-            )))
+            .map_err(failed("creating a scratch directory", &template))
     }
 }
 

@@ -227,7 +227,7 @@ pub(crate) fn changes(
                 || out
                     .changes
                     .iter()
-                    .any(|o| o.path.starts_with(&format!("{}/", c.path)) && !is_ancestor_dir(o))
+                    .any(|o| is_below(&o.path, &c.path) && !is_ancestor_dir(o))
         })
         .cloned()
         .collect();
@@ -236,12 +236,17 @@ pub(crate) fn changes(
 
 /// An added directory on the way to the agent's state or log directory.
 fn is_ancestor_dir(c: &Change) -> bool {
-    let prefix = format!("{}/", c.path);
     c.kind == "added"
         && c.r#type == "dir"
         && [STATE_DIR, LOG_DIR]
             .iter()
-            .any(|d| *d == c.path || d.starts_with(&prefix))
+            .any(|d| *d == c.path || is_below(d, &c.path))
+}
+
+/// Whether `path` is strictly below the directory `dir` (`dir/...`).
+fn is_below(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 struct Walk<'a> {
