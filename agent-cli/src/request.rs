@@ -17,8 +17,8 @@ pub enum Request {
     Version,
     /// Usage text, or the help of one topic: a MODE or a subcommand.
     Help(Option<String>),
-    /// A stage MODE (or an unknown one, a forward-compatible no-op), or `interrupt` with its
-    /// data.
+    /// A stage MODE (or an unknown one, a forward-compatible no-op, whose data if any is
+    /// ignored), or `interrupt` with its data.
     Operator {
         mode: String,
         root: PathBuf,
@@ -122,8 +122,9 @@ pub fn parse(args: Vec<OsString>) -> Result<Request, UsageError> {
         (stage, Some(_)) if stage.parse::<Mode>().is_ok() => {
             Err(UsageError::StageWithData(mode.clone()))
         }
-        // An unknown MODE with data: a future operator stage may carry data, as `interrupt`
-        // does; it is the same warned no-op as without.
+        // Every valid form: a stage without data, `interrupt` with its data, and an unknown
+        // MODE with or without data (a future operator stage may carry data, as `interrupt`
+        // does; it is the same warned no-op either way).
         _ => Ok(Request::Operator {
             mode: mode.clone(),
             root: PathBuf::from(root),

@@ -438,6 +438,7 @@ struct Found<'a> {
     rt: &'a Runtime,
     /// `--package`: only this package.
     only: Option<&'a str>,
+    /// A lock this process holds does not count (see [`Scope::own_pid`]).
     own_pid: Option<u32>,
     boot_id: Option<&'a str>,
 }

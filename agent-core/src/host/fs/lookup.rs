@@ -510,7 +510,8 @@ fn clone_dir(dir: &OwnedFd, host: &Path) -> Result<OwnedFd, HostFsError> {
         .map_err(|e| super::io_source("opening directory", host, e))
 }
 
-/// Open the directory `name` inside `parent` without following a link.
+/// Open the directory `name` inside `parent` without following a link; an absent one is an
+/// error (`ENOENT`, "opening directory").
 fn open_dir_at(parent: &OwnedFd, name: &OsStr, host: &Path) -> Result<OwnedFd, HostFsError> {
     match dir_at(parent, name, host)? {
         DirAt::Open(fd) => Ok(fd),
